@@ -1,0 +1,263 @@
+"""Scaled dot-product attention, single- and multi-head."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from attncore._checks import (
+    as_float_array,
+    batch_shape,
+    check_broadcastable,
+    check_finite,
+    check_mask,
+    check_shape,
+)
+from attncore.linear import linear
+from attncore.softmax import _softmax_inplace
+
+
+def attention_weights(q, k, *, mask=None, bias=None, scale=None):
+    """The attention matrix ``softmax(q k^T * scale + bias)`` over the keys.
+
+    Parameters
+    ----------
+    q : array_like, shape (..., n, k)
+        Queries, one per row.
+    k : array_like, shape (..., m, k)
+        Keys, one per row; the batch axes broadcast against those of ``q``.
+    mask : array_like of bool, optional
+        Broadcastable to ``(..., n, m)``; ``True`` = query may attend key.
+        Masked weights are exactly 0; a query with no key left gets a row of 0.
+    bias : array_like, optional
+        Broadcastable to ``(..., n, m)``; added to the scaled scores before
+        the softmax (a relative-position table, ALiBi, ...).
+    scale : float, optional
+        Multiplies ``q k^T``; ``1 / sqrt(k)`` by default.
+
+    Returns
+    -------
+    ndarray, shape (..., n, m)
+        Row ``i`` holds the weights query ``i`` gives to every key.
+
+    Notes
+    -----
+    .. math::
+
+        A = \\mathrm{softmax}\\!\\left(s\\, Q K^{\\top} + B\\right),
+        \\qquad s = 1/\\sqrt{d_k},
+
+    with the softmax over the last axis and masked entries removed before it.
+    In einsum form the scores are ``einsum("...nk,...mk->...nm", q, k)``.
+
+    Examples
+    --------
+    Every row of the attention matrix is a probability distribution:
+
+    >>> import numpy as np
+    >>> from attncore import attention_weights, causal_mask
+    >>> rng = np.random.default_rng(0)
+    >>> q, k = rng.normal(size=(4, 8)), rng.normal(size=(6, 8))
+    >>> a = attention_weights(q, k)
+    >>> a.shape, bool(np.allclose(a.sum(axis=-1), 1.0))
+    ((4, 6), True)
+    >>> a = attention_weights(q, k[:4], mask=causal_mask(4))
+    >>> bool(np.all(a[np.triu_indices(4, 1)] == 0))
+    True
+    """
+    q = as_float_array(q, "q")
+    k = as_float_array(k, "k")
+    check_shape(q, "q", ("...", "n", "k"))
+    check_shape(k, "k", ("...", "m", q.shape[-1]))
+    check_finite(q, "q")
+    check_finite(k, "k")
+    shape = batch_shape(("q", q, 2), ("k", k, 2)) + (q.shape[-2], k.shape[-2])
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    elif not math.isfinite(scale):
+        raise ValueError(f"scale must be a finite number, got {scale}")
+    if mask is not None:
+        mask = check_mask(mask, shape, "the scores (..., n, m)")
+    # Scaling q (n x k numbers) is cheaper than scaling the scores (n x m).
+    scores = np.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))  # (..., n, m)
+    if bias is not None:
+        bias = as_float_array(bias, "bias")
+        check_broadcastable(bias, "bias", shape, "the scores (..., n, m)")
+        check_finite(bias, "bias")
+        scores += bias
+    return _softmax_inplace(scores, -1, mask=mask)
+
+
+def attention(q, k, v, *, mask=None, bias=None, scale=None):
+    """Scaled dot-product attention ``softmax(q k^T * scale + bias) v``.
+
+    Parameters
+    ----------
+    q : array_like, shape (..., n, k)
+        Queries.
+    k : array_like, shape (..., m, k)
+        Keys.
+    v : array_like, shape (..., m, v)
+        Values, one per key.
+    mask, bias, scale
+        As in :func:`attention_weights`.
+
+    Returns
+    -------
+    ndarray, shape (..., n, v)
+        Row ``i`` is the average of the values weighted by row ``i`` of
+        :func:`attention_weights`; it is 0 for a query whose keys are all masked.
+
+    Notes
+    -----
+    .. math::
+
+        \\mathrm{Attention}(Q, K, V) = \\mathrm{softmax}\\!\\left(\\frac{Q K^{\\top}}{\\sqrt{d_k}} + B\\right) V,
+
+    in einsum form ``einsum("...nm,...mv->...nv", weights, v)``.
+
+    Examples
+    --------
+    Permuting keys and values together leaves the output unchanged:
+
+    >>> import numpy as np
+    >>> from attncore import attention
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
+    >>> perm = [4, 2, 0, 1, 3]
+    >>> bool(np.allclose(attention(q, k[perm], v[perm]), attention(q, k, v)))
+    True
+    """
+    v = as_float_array(v, "v")
+    weights = attention_weights(q, k, mask=mask, bias=bias, scale=scale)  # (..., n, m)
+    check_shape(v, "v", ("...", weights.shape[-1], "v"))
+    check_finite(v, "v")
+    batch_shape(("weights", weights, 2), ("v", v, 2))
+    return weights @ v  # (..., n, v)
+
+
+def split_heads(x, num_heads):
+    """Split the feature axis into heads: ``(..., n, d) -> (..., h, n, d/h)``.
+
+    Head ``i`` takes the feature columns ``i*d/h`` to ``(i+1)*d/h - 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore import split_heads, merge_heads
+    >>> x = np.arange(12.0).reshape(2, 6)
+    >>> split_heads(x, 3)[1].tolist()
+    [[2.0, 3.0], [8.0, 9.0]]
+    >>> bool(np.array_equal(merge_heads(split_heads(x, 3)), x))
+    True
+    """
+    x = np.asarray(x)
+    check_shape(x, "x", ("...", "n", "d"))
+    h = _num_heads(num_heads, x.shape[-1])
+    x = x.reshape(*x.shape[:-1], h, x.shape[-1] // h)  # (..., n, h, k)
+    return np.swapaxes(x, -2, -3)  # (..., h, n, k)
+
+
+def merge_heads(x):
+    """Concatenate heads back into features: ``(..., h, n, k) -> (..., n, h*k)``.
+
+    The inverse of :func:`split_heads`.
+    """
+    x = np.asarray(x)
+    check_shape(x, "x", ("...", "h", "n", "k"))
+    x = np.swapaxes(x, -2, -3)  # (..., n, h, k)
+    return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])  # (..., n, h*k)
+
+
+def multi_head_attention(
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    num_heads,
+    *,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
+    context=None,
+    mask=None,
+):
+    """Multi-head attention of ``x`` over itself, or over ``context``.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+        The tokens that ask (queries).
+    w_q, w_k, w_v, w_o : array_like, shape (d, d)
+        Projections, used as ``x @ w``.
+    num_heads : int
+        ``h``; must divide ``d``.  Head ``i`` uses feature columns
+        ``i*d/h`` to ``(i+1)*d/h - 1`` of the projected queries, keys and values.
+    b_q, b_k, b_v, b_o : array_like, shape (d,), optional
+        Biases of the four projections.
+    context : array_like, shape (..., m, d), optional
+        The tokens that answer (keys and values), for cross-attention;
+        ``x`` itself by default (self-attention).
+    mask : array_like of bool, optional
+        Broadcastable to ``(..., n, m)``; the same mask for every head.
+
+    Returns
+    -------
+    ndarray, shape (..., n, d)
+
+    Notes
+    -----
+    With :math:`Q = XW_Q + b_Q`, :math:`K = CW_K + b_K`, :math:`V = CW_V + b_V`
+    (``C`` the context) split column-wise into ``h`` blocks of width
+    :math:`d_k = d/h`,
+
+    .. math::
+
+        \\mathrm{MHA}(X) = \\left[\\mathrm{head}_1, \\dots, \\mathrm{head}_h\\right] W_O + b_O,
+        \\qquad \\mathrm{head}_i = \\mathrm{Attention}(Q_i, K_i, V_i).
+
+    Examples
+    --------
+    Self-attention is equivariant under a permutation of the tokens:
+
+    >>> import numpy as np
+    >>> from attncore import multi_head_attention
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(5, 8))
+    >>> w = [rng.normal(size=(8, 8)) for _ in range(4)]
+    >>> perm = [3, 1, 4, 0, 2]
+    >>> bool(np.allclose(multi_head_attention(x[perm], *w, 2),
+    ...                  multi_head_attention(x, *w, 2)[perm]))
+    True
+    """
+    x = as_float_array(x, "x")
+    check_shape(x, "x", ("...", "n", "d"))
+    d = x.shape[-1]
+    context = x if context is None else as_float_array(context, "context")
+    check_shape(context, "context", ("...", "m", d))
+    h = _num_heads(num_heads, d)
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
+        check_shape(as_float_array(w, name), name, (d, d))
+    shape = batch_shape(("x", x, 2), ("context", context, 2)) + (x.shape[-2], context.shape[-2])
+    if mask is not None:
+        mask = check_mask(mask, shape, "the scores (..., n, m)")
+        mask = np.expand_dims(np.broadcast_to(mask, shape), -3)  # (..., 1, n, m)
+    q = split_heads(linear(x, w_q, b_q, name="w_q"), h)  # (..., h, n, k)
+    k = split_heads(linear(context, w_k, b_k, name="w_k"), h)  # (..., h, m, k)
+    v = split_heads(linear(context, w_v, b_v, name="w_v"), h)  # (..., h, m, k)
+    heads = attention(q, k, v, mask=mask)  # (..., h, n, k)
+    return linear(merge_heads(heads), w_o, b_o, name="w_o")  # (..., n, d)
+
+
+def _num_heads(num_heads, d):
+    try:
+        h = operator.index(num_heads)
+    except TypeError:
+        raise TypeError(f"num_heads must be an integer, got {type(num_heads).__name__}") from None
+    if h < 1 or d % h:
+        raise ValueError(f"num_heads must be a positive divisor of the width d = {d}, got {h}")
+    return h

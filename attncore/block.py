@@ -1,0 +1,195 @@
+"""The feed-forward network and the transformer block (post-LN and pre-LN)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from attncore._checks import as_float_array, check_shape
+from attncore.attention import multi_head_attention
+from attncore.linear import linear
+from attncore.norms import layer_norm
+
+
+def ffn(x, w1, b1, w2, b2):
+    """The position-wise feed-forward network with a ReLU.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    w1 : array_like, shape (d, f)
+    b1 : array_like, shape (f,), or None
+    w2 : array_like, shape (f, d)
+    b2 : array_like, shape (d,), or None
+
+    Returns
+    -------
+    ndarray, shape (..., n, d)
+
+    Notes
+    -----
+    .. math::
+
+        \\mathrm{FFN}(x) = \\max(0,\\, x W_1 + b_1)\\, W_2 + b_2,
+
+    applied to every token separately (rows of ``x``).
+
+    Examples
+    --------
+    Token ``i`` of the output depends on token ``i`` of the input only:
+
+    >>> import numpy as np
+    >>> from attncore import ffn
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(3, 4))
+    >>> w1, b1, w2, b2 = rng.normal(size=(4, 8)), rng.normal(size=8), rng.normal(size=(8, 4)), None
+    >>> bool(np.allclose(ffn(x, w1, b1, w2, b2)[1], ffn(x[1:2], w1, b1, w2, b2)[0]))
+    True
+    """
+    x = as_float_array(x, "x")
+    check_shape(x, "x", ("...", "n", "d"))
+    w2 = as_float_array(w2, "w2")
+    check_shape(w2, "w2", ("f", x.shape[-1]))
+    hidden = np.maximum(linear(x, w1, b1, name="w1"), 0)  # (..., n, f)
+    return linear(hidden, w2, b2, name="w2")  # (..., n, d)
+
+
+class BlockParams(NamedTuple):
+    """The parameters of one transformer block; biases and LN affines may be None.
+
+    Shapes: ``w_q, w_k, w_v, w_o (d, d)``; ``w1 (d, f)``; ``w2 (f, d)``;
+    ``b_q, b_k, b_v, b_o, b2, gamma1, beta1, gamma2, beta2 (d,)``; ``b1 (f,)``.
+    LN 1 follows (post-LN) or precedes (pre-LN) attention, LN 2 the FFN.
+    """
+
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    w_o: np.ndarray
+    w1: np.ndarray
+    w2: np.ndarray
+    b_q: Optional[np.ndarray] = None
+    b_k: Optional[np.ndarray] = None
+    b_v: Optional[np.ndarray] = None
+    b_o: Optional[np.ndarray] = None
+    b1: Optional[np.ndarray] = None
+    b2: Optional[np.ndarray] = None
+    gamma1: Optional[np.ndarray] = None
+    beta1: Optional[np.ndarray] = None
+    gamma2: Optional[np.ndarray] = None
+    beta2: Optional[np.ndarray] = None
+
+
+def init_block_params(d, d_ff, rng, *, bias=True, dtype=np.float64):
+    """Random parameters for :func:`transformer_block`, drawn from ``rng``.
+
+    Weights are normal with standard deviation ``1/sqrt(fan_in)``; biases and
+    LN shifts normal with standard deviation 0.1; LN scales ``1 + 0.1 * normal``.
+    With ``bias=False`` every bias and LN shift is None.
+
+    Parameters
+    ----------
+    d, d_ff : int
+        Model width and FFN hidden width.
+    rng : numpy.random.Generator
+    bias : bool, optional
+    dtype : numpy dtype, optional
+
+    Returns
+    -------
+    BlockParams
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+
+    def normal(shape, std):
+        return (std * rng.standard_normal(shape)).astype(dtype)
+
+    def shift(size):
+        return normal(size, 0.1) if bias else None
+
+    return BlockParams(
+        w_q=normal((d, d), d**-0.5),
+        w_k=normal((d, d), d**-0.5),
+        w_v=normal((d, d), d**-0.5),
+        w_o=normal((d, d), d**-0.5),
+        w1=normal((d, d_ff), d**-0.5),
+        w2=normal((d_ff, d), d_ff**-0.5),
+        b_q=shift(d),
+        b_k=shift(d),
+        b_v=shift(d),
+        b_o=shift(d),
+        b1=shift(d_ff),
+        b2=shift(d),
+        gamma1=(1 + normal(d, 0.1)).astype(dtype),
+        beta1=shift(d),
+        gamma2=(1 + normal(d, 0.1)).astype(dtype),
+        beta2=shift(d),
+    )
+
+
+def transformer_block(x, params, num_heads, *, placement="post", mask=None):
+    """One transformer block: multi-head self-attention and FFN, with residuals.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    params : BlockParams
+    num_heads : int
+    placement : {"post", "pre"}, optional
+        Where the layer norms sit (see Notes).
+    mask : array_like of bool, optional
+        Broadcastable to ``(..., n, n)``; passed to the attention.
+
+    Returns
+    -------
+    ndarray, shape (..., n, d)
+
+    Notes
+    -----
+    Post-LN (the original Transformer):
+    :math:`H = \\mathrm{LN}_1(X + \\mathrm{MHA}(X))`,
+    :math:`Y = \\mathrm{LN}_2(H + \\mathrm{FFN}(H))`.
+
+    Pre-LN: :math:`H = X + \\mathrm{MHA}(\\mathrm{LN}_1(X))`,
+    :math:`Y = H + \\mathrm{FFN}(\\mathrm{LN}_2(H))`.
+
+    Examples
+    --------
+    Without a mask or positional input, the block is permutation equivariant:
+
+    >>> import numpy as np
+    >>> from attncore import init_block_params, transformer_block
+    >>> rng = np.random.default_rng(0)
+    >>> p = init_block_params(8, 16, rng)
+    >>> x = rng.normal(size=(5, 8))
+    >>> perm = [1, 4, 0, 3, 2]
+    >>> bool(np.allclose(transformer_block(x[perm], p, 2, placement="pre"),
+    ...                  transformer_block(x, p, 2, placement="pre")[perm]))
+    True
+    """
+    if not isinstance(params, BlockParams):
+        raise TypeError(f"params must be a BlockParams, got {type(params).__name__}")
+    if placement not in ("post", "pre"):
+        raise ValueError(f'placement must be "post" or "pre", got {placement!r}')
+    p = params
+
+    def mha(z):
+        return multi_head_attention(
+            z, p.w_q, p.w_k, p.w_v, p.w_o, num_heads,
+            b_q=p.b_q, b_k=p.b_k, b_v=p.b_v, b_o=p.b_o, mask=mask,
+        )
+
+    def ln1(z):
+        return layer_norm(z, p.gamma1, p.beta1)
+
+    def ln2(z):
+        return layer_norm(z, p.gamma2, p.beta2)
+
+    x = as_float_array(x, "x")
+    if placement == "post":
+        h = ln1(x + mha(x))
+        return ln2(h + ffn(h, p.w1, p.b1, p.w2, p.b2))
+    h = x + mha(ln1(x))
+    return h + ffn(ln2(h), p.w1, p.b1, p.w2, p.b2)

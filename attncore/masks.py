@@ -1,0 +1,56 @@
+"""Boolean attention masks ("may attend": ``True`` keeps an entry)."""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+
+def causal_mask(n, m=None):
+    """The causal mask: query ``i`` may attend key ``j`` exactly when ``j <= i``.
+
+    Parameters
+    ----------
+    n : int
+        Number of queries (rows).
+    m : int, optional
+        Number of keys (columns); ``n`` by default.
+
+    Returns
+    -------
+    ndarray of bool, shape (n, m)
+        ``mask[i, j] = (j <= i)``.
+
+    Notes
+    -----
+    Rows and columns are aligned at the top left, as in PyTorch's
+    ``scaled_dot_product_attention(is_causal=True)``: query ``i`` and key ``i``
+    sit at the same position.  With ``m > n`` the keys past ``n - 1`` are never
+    visible; with ``n > m`` the last queries see every key.
+
+    Examples
+    --------
+    A causal mask is lower triangular, and row ``i`` keeps ``i + 1`` keys:
+
+    >>> from attncore import causal_mask
+    >>> causal_mask(3).astype(int)
+    array([[1, 0, 0],
+           [1, 1, 0],
+           [1, 1, 1]])
+    >>> causal_mask(4).sum(axis=-1).tolist()
+    [1, 2, 3, 4]
+    """
+    n = _length(n, "n")
+    m = n if m is None else _length(m, "m")
+    return np.arange(m)[None, :] <= np.arange(n)[:, None]  # (n, m)
+
+
+def _length(value, name):
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return value

@@ -1,0 +1,202 @@
+"""Normalisation layers, each defined by the axes it reduces over.
+
+For activations of shape ``(..., n, d)`` (batch axes, tokens, features):
+
+=================  ==============================  =====================================
+function           statistics taken over           one set of statistics per
+=================  ==============================  =====================================
+``layer_norm``     ``d`` (the features)            token
+``rms_norm``       ``d`` (no mean subtracted)      token
+``instance_norm``  ``n`` (the tokens)              sequence and feature
+``batch_norm``     every axis but ``d``            feature (training-mode statistics)
+=================  ==============================  =====================================
+
+``gamma`` (scale) and ``beta`` (shift), both of shape ``(d,)``, are applied
+after normalising, per feature, in every layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncore._checks import as_float_array, check_shape
+
+
+def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
+    """Layer normalisation over the features of each token.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    gamma, beta : array_like, shape (d,), optional
+        Scale and shift; 1 and 0 by default.
+    eps : float, optional
+        Added to the variance.
+
+    Returns
+    -------
+    ndarray, shape (..., n, d)
+
+    Notes
+    -----
+    .. math::
+
+        \\mathrm{LN}(x) = \\gamma \\odot \\frac{x - \\mu}{\\sqrt{\\sigma^2 + \\epsilon}} + \\beta,
+        \\qquad \\mu = \\tfrac1d \\sum_j x_j,\\quad \\sigma^2 = \\tfrac1d \\sum_j (x_j - \\mu)^2 .
+
+    Examples
+    --------
+    Each token is normalised on its own, so a token's output does not depend
+    on the other tokens:
+
+    >>> import numpy as np
+    >>> from attncore import layer_norm
+    >>> x = np.random.default_rng(0).normal(size=(3, 4))
+    >>> bool(np.allclose(layer_norm(x)[0], layer_norm(x[:1])[0]))
+    True
+    >>> layer_norm(x).mean(axis=-1).round(12) + 0.0
+    array([0., 0., 0.])
+    """
+    x = as_float_array(x, "x")
+    check_shape(x, "x", ("...", "d"))
+    return _affine(_standardize(x, (-1,), eps), gamma, beta)
+
+
+def rms_norm(x, gamma=None, *, eps=1e-6):
+    """Root-mean-square normalisation over the features of each token.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    gamma : array_like, shape (d,), optional
+        Scale; 1 by default.
+    eps : float, optional
+        Added to the mean square.
+
+    Returns
+    -------
+    ndarray, shape (..., n, d)
+
+    Notes
+    -----
+    .. math::
+
+        \\mathrm{RMSNorm}(x) = \\gamma \\odot \\frac{x}{\\sqrt{\\tfrac1d \\sum_j x_j^2 + \\epsilon}} .
+
+    Unlike layer normalisation, the mean is not subtracted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore import rms_norm
+    >>> y = rms_norm(np.array([[3.0, 4.0]]), eps=0.0)
+    >>> float(np.sqrt(np.mean(y ** 2)))
+    1.0
+    """
+    x = as_float_array(x, "x")
+    check_shape(x, "x", ("...", "d"))
+    eps = _eps(eps)
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + x.dtype.type(eps))
+    return _affine(y, gamma, None)
+
+
+def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
+    """Instance normalisation: each feature of each sequence over its tokens.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    gamma, beta : array_like, shape (d,), optional
+    eps : float, optional
+
+    Returns
+    -------
+    ndarray, shape (..., n, d)
+
+    Notes
+    -----
+    The statistics :math:`\\mu_{c}, \\sigma^2_{c}` of feature ``c`` are taken over
+    the ``n`` tokens of one sequence (axis ``-2``); then
+    :math:`y_{ic} = \\gamma_c (x_{ic} - \\mu_c)/\\sqrt{\\sigma_c^2 + \\epsilon} + \\beta_c`.
+
+    Examples
+    --------
+    Mixing tokens, it changes a token's output when another token changes:
+
+    >>> import numpy as np
+    >>> from attncore import instance_norm
+    >>> x = np.random.default_rng(0).normal(size=(3, 4))
+    >>> x2 = x.copy(); x2[2] += 1.0
+    >>> bool(np.allclose(instance_norm(x)[0], instance_norm(x2)[0]))
+    False
+    """
+    x = as_float_array(x, "x")
+    check_shape(x, "x", ("...", "n", "d"))
+    return _affine(_standardize(x, (-2,), eps), gamma, beta)
+
+
+def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
+    """Batch normalisation with training-mode statistics, per feature.
+
+    Parameters
+    ----------
+    x : array_like, shape (b, n, d) or (b, d)
+        Every axis but the last is pooled: for a batch of sequences, the mean
+        and variance of feature ``c`` are taken over all ``b * n`` tokens.
+    gamma, beta : array_like, shape (d,), optional
+    eps : float, optional
+
+    Returns
+    -------
+    ndarray, same shape as ``x``
+
+    Notes
+    -----
+    :math:`y = \\gamma \\odot (x - \\mu)/\\sqrt{\\sigma^2 + \\epsilon} + \\beta` with
+    :math:`\\mu, \\sigma^2 \\in \\mathbb{R}^d` over every axis but the last.  These
+    are the statistics of training mode; at inference a trained network uses
+    running averages instead, and then the layer acts on each token alone.
+
+    Examples
+    --------
+    The result for one sequence depends on the rest of the batch:
+
+    >>> import numpy as np
+    >>> from attncore import batch_norm
+    >>> x = np.random.default_rng(0).normal(size=(2, 3, 4))
+    >>> bool(np.allclose(batch_norm(x)[:1], batch_norm(x[:1])))
+    False
+    """
+    x = as_float_array(x, "x")
+    check_shape(x, "x", ("...", "b", "d"))
+    return _affine(_standardize(x, tuple(range(x.ndim - 1)), eps), gamma, beta)
+
+
+def _standardize(x, axes, eps):
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (population variance)."""
+    eps = _eps(eps)
+    centred = x - np.mean(x, axis=axes, keepdims=True)
+    var = np.mean(centred * centred, axis=axes, keepdims=True)
+    return centred / np.sqrt(var + x.dtype.type(eps))
+
+
+def _affine(y, gamma, beta):
+    """Per-feature scale and shift of the normalised ``y``."""
+    if gamma is not None:
+        y = y * _feature_param(gamma, "gamma", y)
+    if beta is not None:
+        y = y + _feature_param(beta, "beta", y)
+    return y
+
+
+def _feature_param(p, name, y):
+    p = as_float_array(p, name)
+    check_shape(p, name, (y.shape[-1],))
+    return p.astype(y.dtype, copy=False)
+
+
+def _eps(eps):
+    eps = float(eps)
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    return eps

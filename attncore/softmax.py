@@ -1,0 +1,90 @@
+"""The softmax, stable for any finite logits, with masks and a temperature."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attncore._checks import as_float_array, check_finite, check_mask, check_positive
+
+
+def softmax(x, axis=-1, *, temperature=1.0, mask=None):
+    """Softmax of ``x`` along ``axis``, with an optional temperature and mask.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., m)
+        Logits (scores).  Finite values and ``-inf`` are allowed; ``-inf``
+        behaves like a masked entry.  NaN and ``+inf`` raise ``ValueError``.
+    axis : int, optional
+        The axis to normalise over; the last one (the keys) by default.
+    temperature : float, optional
+        ``T > 0``; the logits are divided by it.  ``T -> 0`` tends to the
+        hardmax, ``T -> inf`` to the uniform distribution.
+    mask : array_like of bool, optional
+        Broadcastable to ``x.shape``; ``True`` = may attend.  Masked entries get
+        a weight of exactly 0.
+
+    Returns
+    -------
+    ndarray, same shape and floating dtype as ``x``
+        Non-negative weights that sum to 1 along ``axis``, except that a slice
+        in which every entry is masked gets weights of exactly 0 (never NaN), so
+        the attention output of a query that may attend nothing is 0.
+
+    Notes
+    -----
+    .. math::
+
+        \\mathrm{softmax}(x)_j = \\frac{\\exp((x_j - c)/T)}{\\sum_{l} \\exp((x_l - c)/T)},
+        \\qquad c = \\max_l x_l .
+
+    Subtracting the maximum ``c`` changes nothing (shift invariance, the
+    first theorem of the course) and makes every exponent ``<= 0``, so nothing
+    overflows; the largest term is ``exp(0) = 1``, so the denominator is at
+    least 1 and nothing divides by zero.
+
+    Examples
+    --------
+    Shifting every logit by the same constant leaves the weights unchanged:
+
+    >>> import numpy as np
+    >>> from attncore import softmax
+    >>> x = np.array([1.0, 2.0, 3.0])
+    >>> bool(np.allclose(softmax(x), softmax(x + 1000.0)))
+    True
+    >>> softmax(np.array([1000.0, 0.0])).round(6)
+    array([1., 0.])
+    >>> softmax(x, mask=np.array([True, False, True])).round(4)
+    array([0.1192, 0.    , 0.8808])
+    >>> softmax(x, mask=np.zeros(3, dtype=bool))
+    array([0., 0., 0.])
+    """
+    z = np.array(as_float_array(x, "x"), copy=True)
+    check_finite(z, "x")
+    temperature = check_positive(temperature, "temperature")
+    if z.ndim == 0 or z.shape[axis] == 0:
+        raise ValueError(f"x must have at least one entry along axis {axis}, got shape {z.shape}")
+    if mask is not None:
+        mask = check_mask(mask, z.shape, "x")
+    return _softmax_inplace(z, axis, temperature=temperature, mask=mask)
+
+
+def _softmax_inplace(z, axis=-1, *, temperature=1.0, mask=None):
+    """Softmax of the validated float array ``z``, overwriting it; returns ``z``.
+
+    Shared by :func:`softmax` and the attention functions, which own their
+    score buffer and so need no copy.
+    """
+    if mask is not None:
+        np.copyto(z, -np.inf, where=np.logical_not(mask))
+    zmax = np.max(z, axis=axis, keepdims=True)
+    # A slice with every entry removed has max -inf; use 0 so that exp gives 0, not NaN.
+    zmax[~np.isfinite(zmax)] = 0
+    z -= zmax
+    if temperature != 1.0:
+        z /= z.dtype.type(temperature)
+    np.exp(z, out=z)
+    total = np.sum(z, axis=axis, keepdims=True)
+    # total is >= 1 unless every entry was removed, and then z is already all 0.
+    np.divide(z, total, out=z, where=total > 0)
+    return z

@@ -1,0 +1,223 @@
+"""attention, attention_weights, multi_head_attention against plain loops; invariants."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from attncore import (
+    attention,
+    attention_weights,
+    causal_mask,
+    merge_heads,
+    multi_head_attention,
+    split_heads,
+)
+from strategies import batch_shapes, dtypes, lengths, normal, permutations, seeds, tol, widths
+
+
+def attention_loop(q, k, v, mask=None, bias=None, scale=None):
+    """Attention for one sequence (2-d inputs), written from the definition with loops."""
+    n, m = len(q), len(k)
+    scale = 1 / math.sqrt(len(q[0])) if scale is None else scale
+    out = np.zeros((n, len(v[0])))
+    weights = np.zeros((n, m))
+    for i in range(n):
+        keep = [j for j in range(m) if mask is None or mask[i][j]]
+        if not keep:
+            continue  # a query with nothing to attend gets 0
+        s = {j: scale * sum(float(a) * float(b) for a, b in zip(q[i], k[j])) + (0.0 if bias is None else float(bias[i][j])) for j in keep}
+        top = max(s.values())
+        e = {j: math.exp(s[j] - top) for j in keep}
+        total = math.fsum(e.values())
+        for j in keep:
+            weights[i, j] = e[j] / total
+            out[i] += weights[i, j] * np.asarray(v[j], dtype=float)
+    return weights, out
+
+
+@pytest.mark.parametrize("use_mask", [False, True])
+@pytest.mark.parametrize("use_bias", [False, True])
+def test_matches_loop(rng, use_mask, use_bias):
+    n, m, dk, dv = 4, 6, 5, 3
+    q, k, v = rng.normal(size=(n, dk)), rng.normal(size=(m, dk)), rng.normal(size=(m, dv))
+    mask = rng.random((n, m)) < 0.7 if use_mask else None
+    if use_mask:
+        mask[0] = False  # one query that may attend nothing
+    bias = rng.normal(size=(n, m)) if use_bias else None
+    w_ref, out_ref = attention_loop(q, k, v, mask, bias)
+    np.testing.assert_allclose(attention_weights(q, k, mask=mask, bias=bias), w_ref, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(attention(q, k, v, mask=mask, bias=bias), out_ref, rtol=1e-12, atol=1e-15)
+
+
+def test_custom_scale(rng):
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
+    _, ref = attention_loop(q, k, v, scale=0.25)
+    np.testing.assert_allclose(attention(q, k, v, scale=0.25), ref, rtol=1e-12)
+    # scale = 0 gives uniform weights: every output row is the mean of the values.
+    np.testing.assert_allclose(attention(q, k, v, scale=0.0), np.tile(v.mean(0), (3, 1)), rtol=1e-12)
+
+
+def test_batch_axes_broadcast(rng):
+    q = rng.normal(size=(2, 3, 4, 5))
+    k = rng.normal(size=(3, 6, 5))  # shared across the first batch axis
+    v = rng.normal(size=(3, 6, 2))
+    out = attention(q, k, v)
+    assert out.shape == (2, 3, 4, 2)
+    for a in range(2):
+        for b in range(3):
+            _, ref = attention_loop(q[a, b], k[b], v[b])
+            np.testing.assert_allclose(out[a, b], ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dtype_preserved(rng, dtype):
+    q, k, v = (rng.normal(size=s).astype(dtype) for s in [(3, 4), (5, 4), (5, 2)])
+    assert attention_weights(q, k).dtype == dtype
+    assert attention(q, k, v, bias=np.zeros((3, 5))).dtype == dtype
+
+
+def test_fully_masked_query_outputs_zero(rng):
+    q, k, v = rng.normal(size=(2, 3)), rng.normal(size=(4, 3)), rng.normal(size=(4, 2))
+    mask = np.array([[False] * 4, [True] * 4])
+    out = attention(q, k, v, mask=mask)
+    assert np.all(out[0] == 0.0) and not np.any(np.isnan(out))
+
+
+def test_causal_mask_matches_loop():
+    for n, m in [(1, 1), (3, 3), (2, 5), (5, 2)]:
+        ref = np.array([[j <= i for j in range(m)] for i in range(n)])
+        assert np.array_equal(causal_mask(n, m), ref)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: attention_weights(np.zeros((3, 4)), np.zeros((5, 3))), r"k must have shape \(\.\.\., m, 4\), got shape \(5, 3\)"),
+        (lambda: attention_weights(np.zeros(4), np.zeros((5, 4))), r"q must have shape \(\.\.\., n, k\), got shape \(4,\)"),
+        (lambda: attention(np.zeros((3, 4)), np.zeros((5, 4)), np.zeros((4, 2))), r"v must have shape \(\.\.\., 5, v\), got shape \(4, 2\)"),
+        (lambda: attention_weights(np.zeros((2, 3, 4)), np.zeros((3, 5, 4))), r"batch axes do not broadcast: q \(2, 3, 4\), k \(3, 5, 4\)"),
+        (lambda: attention_weights(np.zeros((3, 4)), np.zeros((5, 4)), bias=np.zeros((5, 3))), r"bias of shape \(5, 3\) does not broadcast .* \(3, 5\)"),
+        (lambda: attention_weights(np.zeros((3, 4)), np.zeros((5, 4)), mask=np.ones((3, 4), bool)), r"mask of shape \(3, 4\) does not broadcast"),
+        (lambda: attention_weights(np.zeros((3, 4)), np.zeros((5, 4)), scale=np.inf), "scale must be a finite number"),
+        (lambda: attention_weights(np.full((3, 4), np.nan), np.zeros((5, 4))), "q must not contain NaN"),
+        (lambda: multi_head_attention(np.zeros((3, 6)), *[np.zeros((6, 6))] * 4, 4), "num_heads must be a positive divisor of the width d = 6, got 4"),
+        (lambda: multi_head_attention(np.zeros((3, 6)), np.zeros((6, 5)), *[np.zeros((6, 6))] * 3, 2), r"w_q must have shape \(6, 6\), got shape \(6, 5\)"),
+        (lambda: multi_head_attention(np.zeros((3, 6)), *[np.zeros((6, 6))] * 4, 2, b_v=np.zeros(5)), r"b_v must have shape \(6,\), got shape \(5,\)"),
+        (lambda: multi_head_attention(np.zeros((3, 6)), *[np.zeros((6, 6))] * 4, 2, context=np.zeros((4, 5))), r"context must have shape \(\.\.\., m, 6\), got shape \(4, 5\)"),
+    ],
+)
+def test_errors_name_argument_and_shapes(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_type_errors():
+    with pytest.raises(TypeError, match="mask must be a boolean"):
+        attention(np.zeros((3, 4)), np.zeros((5, 4)), np.zeros((5, 2)), mask=np.zeros((3, 5)))
+    with pytest.raises(TypeError, match="num_heads must be an integer"):
+        multi_head_attention(np.zeros((3, 6)), *[np.zeros((6, 6))] * 4, 2.0)
+
+
+# ---- multi-head -----------------------------------------------------------
+
+def mha_loop(x, ws, bs, h, context=None, mask=None):
+    """Multi-head attention from its definition: per-head column blocks, then concat."""
+    c = x if context is None else context
+    w_q, w_k, w_v, w_o = ws
+    b_q, b_k, b_v, b_o = (np.zeros(x.shape[-1]) if b is None else b for b in bs)
+    q, k, v = x @ w_q + b_q, c @ w_k + b_k, c @ w_v + b_v
+    dk = x.shape[-1] // h
+    heads = []
+    for i in range(h):
+        cols = slice(i * dk, (i + 1) * dk)
+        heads.append(attention_loop(q[:, cols], k[:, cols], v[:, cols], mask)[1])
+    return np.concatenate(heads, axis=1) @ w_o + b_o
+
+
+@pytest.mark.parametrize("h", [1, 2, 4])
+@pytest.mark.parametrize("cross", [False, True])
+@pytest.mark.parametrize("biases", [False, True])
+def test_multi_head_matches_loop(rng, h, cross, biases):
+    d, n, m = 8, 5, 3
+    x = rng.normal(size=(n, d))
+    context = rng.normal(size=(m, d)) if cross else None
+    ws = [rng.normal(size=(d, d)) for _ in range(4)]
+    bs = [rng.normal(size=d) if biases else None for _ in range(4)]
+    mask = rng.random((n, m if cross else n)) < 0.8
+    got = multi_head_attention(x, *ws, h, b_q=bs[0], b_k=bs[1], b_v=bs[2], b_o=bs[3], context=context, mask=mask)
+    np.testing.assert_allclose(got, mha_loop(x, ws, bs, h, context, mask), rtol=1e-11, atol=1e-12)
+
+
+def test_multi_head_batched(rng):
+    d, h = 6, 3
+    x = rng.normal(size=(2, 4, d))
+    ws = [rng.normal(size=(d, d)) for _ in range(4)]
+    got = multi_head_attention(x, *ws, h, mask=causal_mask(4))
+    for b in range(2):
+        np.testing.assert_allclose(got[b], mha_loop(x[b], ws, [None] * 4, h, mask=causal_mask(4)), rtol=1e-11)
+
+
+def test_split_merge_roundtrip(rng):
+    x = rng.normal(size=(2, 5, 12))
+    parts = split_heads(x, 3)
+    assert parts.shape == (2, 3, 5, 4)
+    np.testing.assert_array_equal(parts[:, 1], x[..., 4:8])
+    np.testing.assert_array_equal(merge_heads(parts), x)
+
+
+# ---- properties -----------------------------------------------------------
+
+@st.composite
+def qkv(draw):
+    rng = np.random.default_rng(draw(seeds))
+    dtype = draw(dtypes)
+    batch, n, m, dk, dv = draw(batch_shapes), draw(lengths), draw(lengths), draw(widths), draw(widths)
+    q, k, v = (normal(rng, batch + s, dtype) for s in [(n, dk), (m, dk), (m, dv)])
+    return q, k, v
+
+
+@given(qkv())
+def test_weights_rows_sum_to_one(arrays):
+    q, k, _ = arrays
+    w = attention_weights(q, k)
+    assert w.shape == q.shape[:-1] + (k.shape[-2],) and w.dtype == q.dtype
+    np.testing.assert_allclose(w.sum(-1), 1.0, **tol(q.dtype))
+
+
+@given(qkv(), st.data())
+def test_equivariant_under_query_permutation(arrays, data):
+    q, k, v = arrays
+    perm = data.draw(permutations(q.shape[-2]))
+    np.testing.assert_allclose(attention(q[..., perm, :], k, v), attention(q, k, v)[..., perm, :], **tol(q.dtype))
+
+
+@given(qkv(), st.data())
+def test_invariant_under_joint_key_value_permutation(arrays, data):
+    q, k, v = arrays
+    perm = data.draw(permutations(k.shape[-2]))
+    np.testing.assert_allclose(attention(q, k[..., perm, :], v[..., perm, :]), attention(q, k, v), **tol(q.dtype))
+
+
+@given(qkv(), st.data())
+def test_masked_weights_are_zero(arrays, data):
+    q, k, _ = arrays
+    rng = np.random.default_rng(data.draw(seeds))
+    mask = rng.random(q.shape[-2:-1] + k.shape[-2:-1]) < 0.5
+    w = attention_weights(q, k, mask=mask)
+    assert np.all(w[..., ~mask] == 0)
+
+
+@given(seed=seeds, n=st.integers(2, 7), d=st.sampled_from([2, 4, 6]), dtype=dtypes, data=st.data())
+def test_causal_outputs_ignore_future_tokens(seed, n, d, dtype, data):
+    """Changing tokens after position t leaves the causal outputs at 0..t unchanged."""
+    rng = np.random.default_rng(seed)
+    t = data.draw(st.integers(0, n - 2))
+    x = normal(rng, (n, d), dtype)
+    ws = [normal(rng, (d, d), dtype) for _ in range(4)]
+    x2 = x.copy()
+    x2[t + 1:] = normal(rng, (n - t - 1, d), dtype)
+    a = multi_head_attention(x, *ws, 2, mask=causal_mask(n))
+    b = multi_head_attention(x2, *ws, 2, mask=causal_mask(n))
+    np.testing.assert_array_equal(a[: t + 1], b[: t + 1])
