@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "_build"
+# BOOK_OUTPUT (default: the repository) lets two builds run side by side: the
+# website goes to $BOOK_OUTPUT/_build/html, the execution cache beside it.
+OUTPUT = Path(os.environ.get("BOOK_OUTPUT", ROOT)).resolve()
+BUILD = OUTPUT / "_build"
 SPHINX_WARNING = re.compile(r"(^|: )(WARNING|ERROR|CRITICAL):")
 
 
@@ -44,7 +47,7 @@ def notebook_times():
 def main():
     command = [
         str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT),
-        "--warningiserror", "--nitpick", "--keep-going",
+        "--warningiserror", "--nitpick", "--keep-going", "--path-output", str(OUTPUT),
     ]
     start = time.perf_counter()
     env = dict(os.environ, NO_COLOR="1")  # plain text, so warnings can be matched
