@@ -1,6 +1,10 @@
 """Shared fixtures and the hypothesis profiles of the test suite."""
 
 import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +19,32 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261122)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class BookBuild:
+    returncode: int
+    output: str
+    html: Path
+
+
+@pytest.fixture(scope="session")
+def book_build():
+    """Build the website once per test session, strictly (scripts/build_book.py).
+
+    The build goes to $BOOK_OUTPUT/_build/html (the repository by default); the
+    book-build test asserts that it succeeded, the site tests read what it wrote.
+    """
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_book.py")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    output = Path(os.environ.get("BOOK_OUTPUT", ROOT))
+    return BookBuild(proc.returncode, proc.stdout, output / "_build" / "html")

@@ -223,8 +223,12 @@ def setup(app):
         tab += tgroup
         return tab
 
-    class ClaimsLedger(Directive):
+    class LedgerDirective(Directive):
+        """Shared by ``claims-ledger`` (every claim) and ``claims-errata`` (refuted ones)."""
+
         has_content = False
+        verdicts = VERDICTS
+        labels = True  # only the full ledger owns the claim-<id> labels
 
         def md(self, text):
             """Parse ``text`` as MyST (math, roles, citations) into a container."""
@@ -232,21 +236,63 @@ def setup(app):
             self.state.nested_parse(StringList(text.splitlines()), self.content_offset, box)
             return box
 
-        def run(self):
+        def load(self):
             env = self.state.document.settings.env
             root = Path(env.srcdir)
             env.note_dependency(str(root / LEDGER))
+            # The evidence (notebooks, tests) can change without claims.yml changing:
+            # pages that render the ledger are re-read on every build.
+            if not hasattr(env, "claims_ledger_docs"):
+                env.claims_ledger_docs = set()
+            env.claims_ledger_docs.add(env.docname)
             ledger = load_ledger(root)
             problems = ledger_problems(root, ledger)
             if problems:
                 raise ExtensionError("claims.yml has problems:\n" + "\n".join(problems))
+            return env, ledger
+
+        def claim_cell(self, env, claim):
+            """The claim's id, text, correction or reference, and its evidence."""
             repo = (env.config.html_theme_options or {}).get("repository_url", "")
-            claims = ledger["claims"]
-            counts = Counter(c["verdict"] for c in claims)
-            out = [
-                nodes.paragraph(text=f"{len(claims)} claims in all."),
-                table(["verdict", "claims"], [[v, counts.get(v, 0)] for v in VERDICTS], [3, 1]),
-            ]
+            label = f"claim-{claim['id']}"
+            ident = nodes.paragraph(ids=[label] if self.labels else [])
+            ident += nodes.literal(text=claim["id"])
+            if self.labels:
+                std_label(env, label, env.docname, label, claim["id"])
+            else:
+                ident += nodes.Text(" (")
+                ident += xref("ledger row", label)
+                ident += nodes.Text(")")
+            text = claim["claim"]
+            if claim.get("correction"):
+                text += "\n\n**Correction.** " + claim["correction"]
+            if claim.get("reference"):
+                text += f"\n\nReference: {{cite:p}}`{claim['reference']}`."
+            if claim.get("note"):
+                text += "\n\n" + claim["note"]
+            cell = nodes.container()
+            cell += ident
+            cell += self.md(text)
+            evidence = nodes.bullet_list(classes=["claim-evidence"])
+            for item in claim.get("evidence") or []:
+                para = nodes.paragraph()
+                if "#" in item:
+                    nb, _, tag = item.partition("#")
+                    para += xref(f"{tag} ({Path(nb).stem})", cell_label(nb, tag))
+                else:
+                    file = item.partition("::")[0]
+                    uri = f"{repo}/blob/main/{file}" if repo else file
+                    para += nodes.reference(item, item, refuri=uri)
+                evidence += nodes.list_item("", para)
+            if len(evidence):
+                cell += nodes.paragraph(text="Evidence:")
+                cell += evidence
+            return cell
+
+        def run(self):
+            env, ledger = self.load()
+            claims = [c for c in ledger["claims"] if c["verdict"] in self.verdicts]
+            out = self.summary(claims)
             order = list(ledger["sources"]) + sorted({c["source"] for c in claims} - set(ledger["sources"]))
             for source in order:
                 group = [c for c in claims if c["source"] == source]
@@ -261,38 +307,45 @@ def setup(app):
                         f"chapter: {{doc}}`/{info['chapter']}`" if info.get("chapter")
                         else "its chapter is not written yet"
                     )
-                    out.append(self.md(f"{counts_text}. Source: {{cite:t}}`{info['reference']}`; {chapter}."))
+                    out.append(self.md(f"{counts_text}. Source: {{cite:p}}`{info['reference']}`; {chapter}."))
                 else:
                     out.append(nodes.rubric(text=f"Published results: {source}"))
-                    out.append(self.md(f"{counts_text}. Source: {{cite:t}}`{source}`."))
-                rows = []
-                for c in group:
-                    label = f"claim-{c['id']}"
-                    std_label(env, label, env.docname, label, c["id"])
-                    ident = nodes.paragraph(ids=[label])
-                    ident += nodes.literal(text=c["id"])
-                    text = c["claim"]
-                    if c.get("correction"):
-                        text += "\n\n**Correction.** " + c["correction"]
-                    if c.get("reference"):
-                        text += f"\n\nReference: {{cite:t}}`{c['reference']}`."
-                    if c.get("note"):
-                        text += "\n\n" + c["note"]
-                    evidence = nodes.bullet_list()
-                    for item in c.get("evidence") or []:
-                        para = nodes.paragraph()
-                        if "#" in item:
-                            nb, _, tag = item.partition("#")
-                            para += xref(f"{Path(nb).name} · {tag}", cell_label(nb, tag))
-                        else:
-                            file = item.partition("::")[0]
-                            uri = f"{repo}/blob/main/{file}" if repo else file
-                            para += nodes.reference(item, item, refuri=uri)
-                        evidence += nodes.list_item("", para)
-                    rows.append([ident, self.md(text), c["verdict"], evidence])
-                out.append(table(["id", "claim", "verdict", "evidence"], rows, [2, 6, 1, 4]))
+                    out.append(self.md(f"{counts_text}. Source: {{cite:p}}`{source}`."))
+                rows = [[self.claim_cell(env, c), c["verdict"]] for c in group]
+                out.append(table(["claim and evidence", "verdict"], rows, [9, 1]))
             return out
 
+        def summary(self, claims):
+            counts = Counter(c["verdict"] for c in claims)
+            return [
+                nodes.paragraph(text=f"{len(claims)} claims in all."),
+                table(["verdict", "claims"], [[v, counts.get(v, 0)] for v in VERDICTS], [3, 1]),
+            ]
+
+    class ClaimsLedger(LedgerDirective):
+        pass
+
+    class ClaimsErrata(LedgerDirective):
+        verdicts = ("refuted",)
+        labels = False
+
+        def summary(self, claims):
+            sources = len({c["source"] for c in claims})
+            return [nodes.paragraph(text=f"{len(claims)} refuted claims from {sources} sources.")]
+
+    def always_outdated(app, env, added, changed, removed):
+        return sorted(getattr(env, "claims_ledger_docs", set()) - set(removed))
+
+    def purge(app, env, docname):
+        getattr(env, "claims_ledger_docs", set()).discard(docname)
+
+    def merge(app, env, docnames, other):
+        env.claims_ledger_docs = getattr(env, "claims_ledger_docs", set()) | getattr(other, "claims_ledger_docs", set())
+
+    app.connect("env-get-outdated", always_outdated)
+    app.connect("env-purge-doc", purge)
+    app.connect("env-merge-info", merge)
     app.add_directive("claims-ledger", ClaimsLedger)
+    app.add_directive("claims-errata", ClaimsErrata)
     app.connect("doctree-read", label_tagged_cells)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
