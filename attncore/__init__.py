@@ -48,10 +48,12 @@ from attncore.permutations import (
     permutation_matrix,
     permute_tokens,
 )
-from attncore.softmax import softmax
+from attncore.softmax import NORMALIZERS, softmax
+from attncore.toeplitz import toeplitz
 
 __all__ = [
     "BlockParams",
+    "NORMALIZERS",
     "attention",
     "attention_weights",
     "batch_norm",
@@ -69,6 +71,7 @@ __all__ = [
     "rms_norm",
     "softmax",
     "split_heads",
+    "toeplitz",
     "transformer_block",
 ]
 __version__ = "0.1.0"

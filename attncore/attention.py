@@ -16,10 +16,10 @@ from attncore._checks import (
     check_shape,
 )
 from attncore.linear import linear
-from attncore.softmax import _softmax_inplace
+from attncore.softmax import NORMALIZERS, _normalize_inplace
 
 
-def attention_weights(q, k, *, mask=None, bias=None, scale=None):
+def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="softmax"):
     """The attention matrix ``softmax(q k^T * scale + bias)`` over the keys.
 
     Parameters
@@ -36,6 +36,11 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None):
         the softmax (a relative-position table, ALiBi, ...).
     scale : float, optional
         Multiplies ``q k^T``; ``1 / sqrt(k)`` by default.
+    normalize : {"softmax", "l2", "relu2", "none"}, optional
+        How a row of scores ``s`` becomes a row of weights: ``"softmax"``,
+        ``exp(s) / sum(exp(s))`` (rows sum to 1); ``"l2"``,
+        ``exp(s) / ||exp(s)||_2`` (rows have unit Euclidean norm); ``"relu2"``,
+        ``relu(s)**2 / m`` as in GAU; ``"none"``, ``exp(s)`` with no denominator.
 
     Returns
     -------
@@ -51,6 +56,9 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None):
 
     with the softmax over the last axis and masked entries removed before it.
     In einsum form the scores are ``einsum("...nk,...mk->...nm", q, k)``.
+    Only ``"softmax"`` makes every row a probability distribution; the other
+    normalisations are the remedies discussed in the chapter on relative
+    position encodings.
 
     Examples
     --------
@@ -66,6 +74,9 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None):
     >>> a = attention_weights(q, k[:4], mask=causal_mask(4))
     >>> bool(np.all(a[np.triu_indices(4, 1)] == 0))
     True
+    >>> a = attention_weights(q, k, normalize="l2")
+    >>> bool(np.allclose(np.linalg.norm(a, axis=-1), 1.0))
+    True
     """
     q = as_float_array(q, "q")
     k = as_float_array(k, "k")
@@ -78,6 +89,8 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None):
         scale = 1.0 / math.sqrt(q.shape[-1])
     elif not math.isfinite(scale):
         raise ValueError(f"scale must be a finite number, got {scale}")
+    if normalize not in NORMALIZERS:
+        raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}, got {normalize!r}")
     if mask is not None:
         mask = check_mask(mask, shape, "the scores (..., n, m)")
     # Scaling q (n x k numbers) is cheaper than scaling the scores (n x m).
@@ -87,10 +100,10 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None):
         check_broadcastable(bias, "bias", shape, "the scores (..., n, m)")
         check_finite(bias, "bias")
         scores += bias
-    return _softmax_inplace(scores, -1, mask=mask)
+    return _normalize_inplace(scores, normalize, mask=mask)
 
 
-def attention(q, k, v, *, mask=None, bias=None, scale=None):
+def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax", reweight=None):
     """Scaled dot-product attention ``softmax(q k^T * scale + bias) v``.
 
     Parameters
@@ -101,8 +114,12 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None):
         Keys.
     v : array_like, shape (..., m, v)
         Values, one per key.
-    mask, bias, scale
+    mask, bias, scale, normalize
         As in :func:`attention_weights`.
+    reweight : array_like, optional
+        Broadcastable to ``(..., n, m)``; multiplies the normalised weights
+        elementwise before they average the values (URPE's Toeplitz matrix
+        ``C`` in ``(A * C) v``).
 
     Returns
     -------
@@ -131,9 +148,14 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None):
     True
     """
     v = as_float_array(v, "v")
-    weights = attention_weights(q, k, mask=mask, bias=bias, scale=scale)  # (..., n, m)
+    weights = attention_weights(q, k, mask=mask, bias=bias, scale=scale, normalize=normalize)  # (..., n, m)
     check_shape(v, "v", ("...", weights.shape[-1], "v"))
     check_finite(v, "v")
+    if reweight is not None:
+        reweight = as_float_array(reweight, "reweight")
+        check_broadcastable(reweight, "reweight", weights.shape, "the weights (..., n, m)")
+        check_finite(reweight, "reweight")
+        weights *= reweight
     batch_shape(("weights", weights, 2), ("v", v, 2))
     return weights @ v  # (..., n, v)
 

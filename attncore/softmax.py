@@ -88,3 +88,49 @@ def _softmax_inplace(z, axis=-1, *, temperature=1.0, mask=None):
     # total is >= 1 unless every entry was removed, and then z is already all 0.
     np.divide(z, total, out=z, where=total > 0)
     return z
+
+
+#: The row normalisations of attention scores, by name (see :func:`attncore.attention_weights`).
+NORMALIZERS = ("softmax", "l2", "relu2", "none")
+
+
+def _normalize_inplace(z, kind, *, mask=None):
+    """Turn the validated scores ``z`` (..., n, m) into weights, overwriting ``z``.
+
+    ``"softmax"``: ``exp(z)`` over its sum (rows sum to 1);
+    ``"l2"``: ``exp(z)`` over its Euclidean norm (rows have unit l2 norm);
+    ``"relu2"``: ``relu(z)**2 / m`` with ``m`` the number of keys (GAU);
+    ``"none"``: ``exp(z)`` with no denominator.
+    Removed entries are 0 in every case, and a row with every entry removed is 0.
+    """
+    if kind == "softmax":
+        return _softmax_inplace(z, -1, mask=mask)
+    if kind == "relu2":
+        np.maximum(z, 0, out=z)
+        z *= z
+        z /= z.dtype.type(z.shape[-1])
+    elif kind == "none":
+        if mask is not None:
+            np.copyto(z, -np.inf, where=np.logical_not(mask))
+        with np.errstate(over="ignore"):
+            np.exp(z, out=z)
+        if not np.all(np.isfinite(z)):
+            raise ValueError(
+                'a score is too large for exp without a denominator (normalize="none"); '
+                "scale the scores down"
+            )
+    elif kind == "l2":
+        # exp(z - c) / ||exp(z - c)|| = exp(z) / ||exp(z)||: the shift cancels as in the softmax.
+        if mask is not None:
+            np.copyto(z, -np.inf, where=np.logical_not(mask))
+        zmax = np.max(z, axis=-1, keepdims=True)
+        zmax[~np.isfinite(zmax)] = 0
+        z -= zmax
+        np.exp(z, out=z)
+        norm = np.sqrt(np.sum(z * z, axis=-1, keepdims=True))
+        np.divide(z, norm, out=z, where=norm > 0)
+    else:
+        raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}, got {kind!r}")
+    if mask is not None:
+        np.copyto(z, 0, where=np.logical_not(mask))
+    return z

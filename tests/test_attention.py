@@ -221,3 +221,69 @@ def test_causal_outputs_ignore_future_tokens(seed, n, d, dtype, data):
     a = multi_head_attention(x, *ws, 2, mask=causal_mask(n))
     b = multi_head_attention(x2, *ws, 2, mask=causal_mask(n))
     np.testing.assert_array_equal(a[: t + 1], b[: t + 1])
+
+
+# ---- other normalisations and re-weighting (the relative-position remedies) ----
+
+def normalized_row_loop(scores, kind, keep):
+    """One row of weights from its definition, in Python floats."""
+    m = len(scores)
+    if kind == "relu2":
+        return [max(s, 0.0) ** 2 / m if k else 0.0 for s, k in zip(scores, keep)]
+    e = [math.exp(s) if k else 0.0 for s, k in zip(scores, keep)]
+    if kind == "none":
+        return e
+    if kind == "softmax":
+        total = math.fsum(e)
+    else:  # l2
+        total = math.sqrt(math.fsum(x * x for x in e))
+    return [x / total if total else 0.0 for x in e]
+
+
+@pytest.mark.parametrize("kind", ["softmax", "l2", "relu2", "none"])
+def test_normalizers_match_loop(rng, kind):
+    q, k = rng.normal(size=(4, 3)), rng.normal(size=(5, 3))
+    mask = rng.random((4, 5)) < 0.7
+    mask[1] = False
+    got = attention_weights(q, k, mask=mask, normalize=kind)
+    scores = (q @ k.T) / math.sqrt(3)
+    ref = np.array([normalized_row_loop(list(scores[i]), kind, list(mask[i])) for i in range(4)])
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15)
+    assert np.all(got[1] == 0)
+
+
+@given(qkv())
+def test_l2_rows_have_unit_norm_and_relu2_rows_are_bounded(arrays):
+    q, k, _ = arrays
+    np.testing.assert_allclose(np.linalg.norm(attention_weights(q, k, normalize="l2"), axis=-1), 1.0, **tol(q.dtype))
+    w = attention_weights(q, k, normalize="relu2")
+    assert np.all(w >= 0)
+
+
+def test_none_normalizer_refuses_overflow():
+    with pytest.raises(ValueError, match="too large for exp"):
+        attention_weights(np.full((1, 1), 100.0), np.full((1, 1), 100.0), normalize="none")
+
+
+def test_unknown_normalizer():
+    with pytest.raises(ValueError, match="normalize must be one of softmax, l2, relu2, none"):
+        attention_weights(np.zeros((2, 3)), np.zeros((2, 3)), normalize="max")
+
+
+def test_reweight_multiplies_weights(rng):
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(3, 4)), rng.normal(size=(3, 2))
+    c = rng.normal(size=(3, 3))
+    np.testing.assert_allclose(attention(q, k, v, reweight=c), (attention_weights(q, k) * c) @ v, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"reweight of shape \(2, 3\) does not broadcast"):
+        attention(q, k, v, reweight=np.ones((2, 3)))
+
+
+def test_toeplitz_matches_loop(rng):
+    from attncore import toeplitz
+
+    for n in (1, 2, 5):
+        c = rng.normal(size=2 * n - 1)
+        ref = np.array([[c[j - i + n - 1] for j in range(n)] for i in range(n)])
+        np.testing.assert_array_equal(toeplitz(c), ref)
+    with pytest.raises(ValueError, match="odd length"):
+        toeplitz(np.zeros(4))
