@@ -8,7 +8,6 @@ STAMP  := $(VENV)/.installed
 # The venv's tools come first, so notebook kernels start from the venv's python.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
-export MPLBACKEND := Agg
 
 .PHONY: help setup book test lab notebooks lock clean
 

@@ -78,6 +78,15 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     >>> bool(np.allclose(np.linalg.norm(a, axis=-1), 1.0))
     True
     """
+    q, k, mask, bias, shape = _prepare(q, k, mask, bias, scale, normalize)
+    return _weights(q, k, mask, bias, normalize)
+
+
+def _prepare(q, k, mask, bias, scale, normalize):
+    """Validate the arguments shared by the attention functions; scale ``q``.
+
+    Returns ``(q * scale, k, mask, bias, shape of the scores)``.
+    """
     q = as_float_array(q, "q")
     k = as_float_array(k, "k")
     check_shape(q, "q", ("...", "n", "k"))
@@ -93,14 +102,32 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
         raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}, got {normalize!r}")
     if mask is not None:
         mask = check_mask(mask, shape, "the scores (..., n, m)")
-    # Scaling q (n x k numbers) is cheaper than scaling the scores (n x m).
-    scores = np.matmul(q * q.dtype.type(scale), np.swapaxes(k, -1, -2))  # (..., n, m)
     if bias is not None:
         bias = as_float_array(bias, "bias")
         check_broadcastable(bias, "bias", shape, "the scores (..., n, m)")
         check_finite(bias, "bias")
+    # Scaling q (n x k numbers) is cheaper than scaling the scores (n x m).
+    return q * q.dtype.type(scale), k, mask, bias, shape
+
+
+def _weights(q, k, mask, bias, normalize):
+    """Weights from validated, already scaled arguments (a block of query rows or all)."""
+    scores = np.matmul(q, np.swapaxes(k, -1, -2))  # (..., n, m)
+    if bias is not None:
         scores += bias
     return _normalize_inplace(scores, normalize, mask=mask)
+
+
+def _rows(a, start, stop, n):
+    """Rows ``start:stop`` of an array that broadcasts to ``(..., n, m)``."""
+    if a is None or a.ndim < 2 or a.shape[-2] != n:
+        return a  # broadcast along the rows: the same for every block
+    return a[..., start:stop, :]
+
+
+#: Score bytes per block of query rows in :func:`attention`: small enough for the
+#: block to stay in cache between the score, softmax and value passes.
+BLOCK_BYTES = 1 << 22
 
 
 def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax", reweight=None):
@@ -147,17 +174,31 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     >>> bool(np.allclose(attention(q, k[perm], v[perm]), attention(q, k, v)))
     True
     """
+    q, k, mask, bias, shape = _prepare(q, k, mask, bias, scale, normalize)
     v = as_float_array(v, "v")
-    weights = attention_weights(q, k, mask=mask, bias=bias, scale=scale, normalize=normalize)  # (..., n, m)
-    check_shape(v, "v", ("...", weights.shape[-1], "v"))
+    check_shape(v, "v", ("...", k.shape[-2], "v"))
     check_finite(v, "v")
     if reweight is not None:
         reweight = as_float_array(reweight, "reweight")
-        check_broadcastable(reweight, "reweight", weights.shape, "the weights (..., n, m)")
+        check_broadcastable(reweight, "reweight", shape, "the weights (..., n, m)")
         check_finite(reweight, "reweight")
-        weights *= reweight
-    batch_shape(("weights", weights, 2), ("v", v, 2))
-    return weights @ v  # (..., n, v)
+    batch = batch_shape(("q", q, 2), ("k", k, 2), ("v", v, 2))
+    n, m = shape[-2], shape[-1]
+    out = np.empty(batch + (n, v.shape[-1]), dtype=np.result_type(q, k, v))  # (..., n, v)
+    # Query rows are independent: computing them a block at a time keeps each
+    # block of scores in cache and never holds the full (..., n, m) matrix.
+    rows_per_block = max(1, BLOCK_BYTES // max(1, math.prod(shape[:-2]) * m * q.dtype.itemsize))
+
+    def block(start):
+        stop = min(start + rows_per_block, n)
+        w = _weights(q[..., start:stop, :], k, _rows(mask, start, stop, n), _rows(bias, start, stop, n), normalize)
+        if reweight is not None:
+            w *= _rows(reweight, start, stop, n)
+        np.matmul(w, v, out=out[..., start:stop, :])  # (..., rows, v)
+
+    for start in range(0, n, rows_per_block):
+        block(start)
+    return out
 
 
 def split_heads(x, num_heads):
