@@ -47,4 +47,20 @@ def book_build():
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     output = Path(os.environ.get("BOOK_OUTPUT", ROOT))
-    return BookBuild(proc.returncode, proc.stdout, output / "_build" / "html")
+    _BUILDS.append(BookBuild(proc.returncode, proc.stdout, output / "_build" / "html"))
+    return _BUILDS[-1]
+
+
+_BUILDS: list[BookBuild] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Report what the book build cost: its time and each notebook's execution time."""
+    for build in _BUILDS:
+        lines = build.output.splitlines()
+        start = next((i for i, line in enumerate(lines) if line.startswith("book build:")), None)
+        if start is not None:
+            terminalreporter.section("book build")
+            for line in lines[start:]:
+                if line.startswith(("book build:", "notebook execution", "  ")):
+                    terminalreporter.write_line(line)
