@@ -9,11 +9,12 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: help setup book test lab notebooks lock clean
+.PHONY: help setup book test bench lab notebooks lock clean
 
 help:
 	@echo "make book       set up .venv, execute the notebooks, build the website in _build/html"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
+	@echo "make bench      run the benchmark suite: bench/results.json, bench/figures, PASS/FAIL per target"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"
@@ -32,6 +33,9 @@ book: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
 
 lab: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lab.txt
