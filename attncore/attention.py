@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import operator
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -16,7 +18,7 @@ from attncore._checks import (
     check_shape,
 )
 from attncore.linear import linear
-from attncore.softmax import NORMALIZERS, _normalize_inplace
+from attncore.softmax import NORMALIZERS, _normalize_inplace, _numerators_inplace
 
 
 def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="softmax"):
@@ -125,7 +127,7 @@ def _rows(a, start, stop, n):
     return a[..., start:stop, :]
 
 
-#: Score bytes per block of query rows in :func:`attention`: small enough for the
+#: Score bytes per block of query rows in ``attention``: small enough for the
 #: block to stay in cache between the score, softmax and value passes.
 BLOCK_BYTES = 1 << 22
 
@@ -191,14 +193,31 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
 
     def block(start):
         stop = min(start + rows_per_block, n)
-        w = _weights(q[..., start:stop, :], k, _rows(mask, start, stop, n), _rows(bias, start, stop, n), normalize)
+        scores = np.matmul(q[..., start:stop, :], np.swapaxes(k, -1, -2))  # (..., rows, m)
+        if bias is not None:
+            scores += _rows(bias, start, stop, n)
+        # The per-row division is applied to the (rows, v) output, not the (rows, m) weights.
+        numerators, denominator = _numerators_inplace(scores, normalize, mask=_rows(mask, start, stop, n))
         if reweight is not None:
-            w *= _rows(reweight, start, stop, n)
-        np.matmul(w, v, out=out[..., start:stop, :])  # (..., rows, v)
+            numerators *= _rows(reweight, start, stop, n)
+        rows = out[..., start:stop, :]  # (..., rows, v)
+        np.matmul(numerators, v, out=rows)
+        if denominator is not None:
+            np.divide(rows, denominator, out=rows, where=denominator > 0)
 
-    for start in range(0, n, rows_per_block):
-        block(start)
+    starts = range(0, n, rows_per_block)
+    if _WORKERS > 1 and len(starts) > 1:
+        # exp and BLAS release the GIL: blocks of rows run side by side.
+        with ThreadPoolExecutor(min(_WORKERS, len(starts))) as pool:
+            list(pool.map(block, starts))
+    else:
+        for start in starts:
+            block(start)
     return out
+
+
+#: Threads for the row blocks of ``attention`` (each writes its own rows of the output).
+_WORKERS = min(4, os.cpu_count() or 1)
 
 
 def split_heads(x, num_heads):

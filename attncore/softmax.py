@@ -75,6 +75,15 @@ def _softmax_inplace(z, axis=-1, *, temperature=1.0, mask=None):
     Shared by :func:`softmax` and the attention functions, which own their
     score buffer and so need no copy.
     """
+    _shifted_exp_inplace(z, axis, temperature=temperature, mask=mask)
+    total = np.sum(z, axis=axis, keepdims=True)
+    # total is >= 1 unless every entry was removed, and then z is already all 0.
+    np.divide(z, total, out=z, where=total > 0)
+    return z
+
+
+def _shifted_exp_inplace(z, axis=-1, *, temperature=1.0, mask=None):
+    """``exp((z - max z) / T)`` along ``axis`` in place, removed entries 0; returns ``z``."""
     if mask is not None:
         np.copyto(z, -np.inf, where=np.logical_not(mask))
     zmax = np.max(z, axis=axis, keepdims=True)
@@ -84,9 +93,6 @@ def _softmax_inplace(z, axis=-1, *, temperature=1.0, mask=None):
     if temperature != 1.0:
         z /= z.dtype.type(temperature)
     np.exp(z, out=z)
-    total = np.sum(z, axis=axis, keepdims=True)
-    # total is >= 1 unless every entry was removed, and then z is already all 0.
-    np.divide(z, total, out=z, where=total > 0)
     return z
 
 
@@ -103,8 +109,25 @@ def _normalize_inplace(z, kind, *, mask=None):
     ``"none"``: ``exp(z)`` with no denominator.
     Removed entries are 0 in every case, and a row with every entry removed is 0.
     """
-    if kind == "softmax":
-        return _softmax_inplace(z, -1, mask=mask)
+    z, denominator = _numerators_inplace(z, kind, mask=mask)
+    if denominator is not None:
+        np.divide(z, denominator, out=z, where=denominator > 0)
+    return z
+
+
+def _numerators_inplace(z, kind, *, mask=None):
+    """The weights of :func:`_normalize_inplace` before their per-row division.
+
+    Returns ``(z, denominator)``: ``z`` overwritten with the numerators and the
+    denominators of shape ``(..., n, 1)``, or None where there is no division.
+    Attention divides its *output* rows instead of the ``(n, m)`` weights.
+    """
+    if kind in ("softmax", "l2"):
+        # exp(z - c) over its sum or norm equals exp(z) over its sum or norm: the shift cancels.
+        _shifted_exp_inplace(z, -1, mask=mask)
+        if kind == "softmax":
+            return z, np.sum(z, axis=-1, keepdims=True)
+        return z, np.sqrt(np.einsum("...m,...m->...", z, z))[..., None]
     if kind == "relu2":
         np.maximum(z, 0, out=z)
         z *= z
@@ -119,18 +142,8 @@ def _normalize_inplace(z, kind, *, mask=None):
                 'a score is too large for exp without a denominator (normalize="none"); '
                 "scale the scores down"
             )
-    elif kind == "l2":
-        # exp(z - c) / ||exp(z - c)|| = exp(z) / ||exp(z)||: the shift cancels as in the softmax.
-        if mask is not None:
-            np.copyto(z, -np.inf, where=np.logical_not(mask))
-        zmax = np.max(z, axis=-1, keepdims=True)
-        zmax[~np.isfinite(zmax)] = 0
-        z -= zmax
-        np.exp(z, out=z)
-        norm = np.sqrt(np.sum(z * z, axis=-1, keepdims=True))
-        np.divide(z, norm, out=z, where=norm > 0)
     else:
         raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}, got {kind!r}")
     if mask is not None:
         np.copyto(z, 0, where=np.logical_not(mask))
-    return z
+    return z, None
