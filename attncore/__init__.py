@@ -40,6 +40,16 @@ from attncore.attention import (
     split_heads,
 )
 from attncore.block import BlockParams, ffn, init_block_params, transformer_block
+from attncore.cost import block_flops, matmul_flops
+from attncore.kernels import (
+    exp_limit_features,
+    gaussian_features,
+    linear_attention,
+    linear_attention_weights,
+    positive_random_features,
+    taylor_features,
+    trig_random_features,
+)
 from attncore.linear import linear
 from attncore.masks import causal_mask
 from attncore.norms import batch_norm, instance_norm, layer_norm, rms_norm
@@ -48,30 +58,81 @@ from attncore.permutations import (
     permutation_matrix,
     permute_tokens,
 )
+from attncore.positional import (
+    alibi_slopes,
+    relative_bias,
+    rope,
+    rope_frequencies,
+    rope_permutation,
+    sinusoidal_encoding,
+    t5_relative_bucket,
+)
+from attncore.probe import linear_readout, probe_floor, probe_hidden_states
+from attncore.shaw import shaw_attention, shaw_relative_embeddings
 from attncore.softmax import NORMALIZERS, softmax
+from attncore.synthesizer import (
+    dense_features,
+    dense_scores,
+    factorized_dense_scores,
+    factorized_random_scores,
+    mixture_scores,
+    mixture_weights,
+    random_scores,
+    synthesizer_attention,
+    synthesizer_costs,
+)
 from attncore.toeplitz import toeplitz
 
 __all__ = [
     "BlockParams",
     "NORMALIZERS",
+    "alibi_slopes",
     "attention",
     "attention_weights",
     "batch_norm",
+    "block_flops",
     "causal_mask",
+    "dense_features",
+    "dense_scores",
+    "exp_limit_features",
+    "factorized_dense_scores",
+    "factorized_random_scores",
     "ffn",
+    "gaussian_features",
     "init_block_params",
     "instance_norm",
     "inverse_permutation",
     "layer_norm",
     "linear",
+    "linear_attention",
+    "linear_attention_weights",
+    "linear_readout",
+    "matmul_flops",
     "merge_heads",
+    "mixture_scores",
+    "mixture_weights",
     "multi_head_attention",
     "permutation_matrix",
     "permute_tokens",
+    "positive_random_features",
+    "probe_floor",
+    "probe_hidden_states",
+    "random_scores",
+    "relative_bias",
     "rms_norm",
+    "rope",
+    "rope_frequencies",
+    "rope_permutation",
+    "shaw_attention",
+    "shaw_relative_embeddings",
+    "sinusoidal_encoding",
     "softmax",
     "split_heads",
+    "synthesizer_attention",
+    "synthesizer_costs",
+    "taylor_features",
     "toeplitz",
     "transformer_block",
+    "trig_random_features",
 ]
 __version__ = "0.1.0"

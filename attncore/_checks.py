@@ -7,6 +7,7 @@ shape and the actual one, instead of being broadcast into a wrong answer.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -121,3 +122,20 @@ def check_finite(x: np.ndarray, name: str) -> None:
             f"{name} must not contain NaN or +inf (shape {x.shape}); "
             "use a boolean mask (or -inf) to remove entries"
         )
+
+
+def check_count(value, name: str, *, minimum: int = 1) -> int:
+    """Return ``value`` as an int: ``TypeError`` unless an integer, ``ValueError`` below ``minimum``.
+
+    For lengths, widths and counts (``n``, ``d``, ``num_heads``...); booleans and
+    floats are not counts.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return value

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import operator
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,6 +12,7 @@ from attncore._checks import (
     as_float_array,
     batch_shape,
     check_broadcastable,
+    check_count,
     check_finite,
     check_mask,
     check_shape,
@@ -336,10 +336,7 @@ def multi_head_attention(
 
 
 def _num_heads(num_heads, d):
-    try:
-        h = operator.index(num_heads)
-    except TypeError:
-        raise TypeError(f"num_heads must be an integer, got {type(num_heads).__name__}") from None
-    if h < 1 or d % h:
+    h = check_count(num_heads, "num_heads")
+    if d % h:
         raise ValueError(f"num_heads must be a positive divisor of the width d = {d}, got {h}")
     return h

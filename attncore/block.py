@@ -1,4 +1,4 @@
-"""The feed-forward network and the transformer block (post-LN and pre-LN)."""
+"""The feed-forward network and the transformer block (post-LN, pre-LN and branch-LN)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ class BlockParams(NamedTuple):
 
     Shapes: ``w_q, w_k, w_v, w_o (d, d)``; ``w1 (d, f)``; ``w2 (f, d)``;
     ``b_q, b_k, b_v, b_o, b2, gamma1, beta1, gamma2, beta2 (d,)``; ``b1 (f,)``.
-    LN 1 follows (post-LN) or precedes (pre-LN) attention, LN 2 the FFN.
+    LN 1 follows (post-LN), precedes (pre-LN) or closes the branch of (branch-LN)
+    attention; LN 2 does the same for the FFN.
     """
 
     w_q: np.ndarray
@@ -137,7 +138,7 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
     x : array_like, shape (..., n, d)
     params : BlockParams
     num_heads : int
-    placement : {"post", "pre"}, optional
+    placement : {"post", "pre", "branch"}, optional
         Where the layer norms sit (see Notes).
     mask : array_like of bool, optional
         Broadcastable to ``(..., n, n)``; passed to the attention.
@@ -155,6 +156,11 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
     Pre-LN: :math:`H = X + \\mathrm{MHA}(\\mathrm{LN}_1(X))`,
     :math:`Y = H + \\mathrm{FFN}(\\mathrm{LN}_2(H))`.
 
+    Branch-LN (the layer norm closes each residual branch, the form written in
+    the source document of chapter 2):
+    :math:`H = X + \\mathrm{LN}_1(\\mathrm{MHA}(X))`,
+    :math:`Y = H + \\mathrm{LN}_2(\\mathrm{FFN}(H))`.
+
     Examples
     --------
     Without a mask or positional input, the block is permutation equivariant:
@@ -171,8 +177,8 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
     """
     if not isinstance(params, BlockParams):
         raise TypeError(f"params must be a BlockParams, got {type(params).__name__}")
-    if placement not in ("post", "pre"):
-        raise ValueError(f'placement must be "post" or "pre", got {placement!r}')
+    if placement not in ("post", "pre", "branch"):
+        raise ValueError(f'placement must be "post", "pre" or "branch", got {placement!r}')
     p = params
 
     def mha(z):
@@ -191,5 +197,8 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
     if placement == "post":
         h = ln1(x + mha(x))
         return ln2(h + ffn(h, p.w1, p.b1, p.w2, p.b2))
+    if placement == "branch":
+        h = x + ln1(mha(x))
+        return h + ln2(ffn(h, p.w1, p.b1, p.w2, p.b2))
     h = x + mha(ln1(x))
     return h + ffn(ln2(h), p.w1, p.b1, p.w2, p.b2)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import operator
 
 import numpy as np
+
+from attncore._checks import check_count
 
 
 def causal_mask(n, m=None):
@@ -41,16 +42,6 @@ def causal_mask(n, m=None):
     >>> causal_mask(4).sum(axis=-1).tolist()
     [1, 2, 3, 4]
     """
-    n = _length(n, "n")
-    m = n if m is None else _length(m, "m")
+    n = check_count(n, "n")
+    m = n if m is None else check_count(m, "m")
     return np.arange(m)[None, :] <= np.arange(n)[:, None]  # (n, m)
-
-
-def _length(value, name):
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return value

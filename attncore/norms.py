@@ -21,6 +21,16 @@ import numpy as np
 
 from attncore._checks import as_float_array, check_shape
 
+#: The axes each normalisation pools its statistics over, for activations of
+#: shape ``(b, n, d)`` (batch, tokens, features); the remaining axes index the
+#: separate sets of statistics.  The course generates its table of norms from it.
+REDUCED_AXES = {
+    "batch_norm": ("b", "n"),
+    "layer_norm": ("d",),
+    "instance_norm": ("n",),
+    "rms_norm": ("d",),
+}
+
 
 def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
     """Layer normalisation over the features of each token.

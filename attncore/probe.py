@@ -1,0 +1,290 @@
+"""The position probe: can a model turn ``n`` identical tokens into the positions ``1..n``?
+
+:func:`probe_hidden_states` builds a small random-weight transformer over ``n``
+copies of one token, with a chosen position scheme, normaliser and mask, and
+returns its final hidden states; :func:`linear_readout` fits the best affine
+map from those states to the targets ``1..n`` and reports the error left over;
+:func:`probe_floor` is the error of a model whose states are all equal.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from attncore._checks import as_float_array, check_count, check_shape
+from attncore.attention import attention, merge_heads, split_heads
+from attncore.block import ffn
+from attncore.linear import linear
+from attncore.masks import causal_mask
+from attncore.norms import layer_norm
+from attncore.positional import alibi_slopes, rope, sinusoidal_encoding, t5_relative_bucket
+from attncore.shaw import shaw_attention, shaw_relative_embeddings
+from attncore.softmax import NORMALIZERS
+from attncore.toeplitz import toeplitz
+
+#: The position schemes of the probe, "none" plus two absolute ones (added to
+#: the input) and four relative ones (inside attention).
+PROBE_SCHEMES = ("none", "sinusoidal", "learned", "t5", "alibi", "rope", "shaw")
+#: The schemes that add a code to each token before the first layer.
+ABSOLUTE_SCHEMES = ("sinusoidal", "learned")
+#: The schemes whose only effect is on the scores before the normaliser.
+SCORE_ONLY_SCHEMES = ("none", "t5", "alibi", "rope")
+#: A probe error below ``SOLVED_RTOL * probe_floor(n)`` counts as "solved".  The
+#: at-floor cells sit at the floor to ~1e-15 relative and the solved ones at
+#: ~1e-22 of it, so 1e-12 lies many orders of magnitude from both.
+SOLVED_RTOL = 1e-12
+
+
+def probe_hidden_states(
+    n,
+    rng,
+    *,
+    scheme="none",
+    normalize="softmax",
+    layers=2,
+    d=32,
+    num_heads=4,
+    d_ff=64,
+    causal=False,
+    special_tokens=False,
+    urpe=False,
+    shaw_clip=8,
+):
+    """Final hidden states of a random post-LN transformer fed ``n`` identical tokens.
+
+    Parameters
+    ----------
+    n : int
+        Number of probe tokens (all the same token).
+    rng : numpy.random.Generator
+        Every weight, embedding and table is drawn from it, in a fixed order.
+    scheme : {"none", "sinusoidal", "learned", "t5", "alibi", "rope", "shaw"}
+        The position scheme (see Notes).
+    normalize : {"softmax", "l2", "relu2", "none"}
+        How scores become weights (:func:`attncore.attention_weights`).
+    layers : int
+        Number of blocks ``L >= 0``.
+    d, num_heads, d_ff : int
+        Width, heads (dividing ``d``; the head width ``d / h`` must be even for
+        RoPE) and FFN width.
+    causal : bool
+        Causal mask (query ``i`` sees keys ``j <= i``) or bidirectional.
+    special_tokens : bool
+        Put a ``[CLS]`` token before and a ``[SEP]`` token after the probe
+        tokens (two more embeddings drawn from ``rng``); their states are
+        dropped from the output.
+    urpe : bool or "symmetric"
+        Multiply the weights of every head elementwise by a random Toeplitz
+        matrix ``C`` (URPE, Luo et al. 2022) before they average the values;
+        ``"symmetric"`` draws ``C`` with ``c_r = c_{-r}``.
+    shaw_clip : int
+        Clipping distance ``K`` of the Shaw relative embeddings.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        Row ``i`` is the final state of probe token ``i`` (position ``i + 1``).
+
+    Notes
+    -----
+    The input is ``n`` copies of one embedding ``e`` (the token "0"), with
+    ``[CLS]`` / ``[SEP]`` around them if asked.  Each block is post-LN,
+    :math:`H = \\mathrm{LN}(X + \\mathrm{MHA}(X))`,
+    :math:`Y = \\mathrm{LN}(H + \\mathrm{FFN}(H))`, and the schemes act as
+    follows (offsets :math:`r = j - i`):
+
+    * ``"sinusoidal"``, ``"learned"``: add the sinusoidal code or a random
+      table row of the position to the input;
+    * ``"t5"``: add a random table entry of
+      :func:`attncore.positional.t5_relative_bucket` (``r``) to the scores,
+      one table per head *and per layer* (T5 itself shares one table across
+      layers);
+    * ``"alibi"``: add :math:`-m_h |r|` to the scores of head :math:`h`, a
+      bidirectional variant (Press et al. define ALiBi for a causal mask,
+      where :math:`-m_h |r| = m_h r`);
+    * ``"rope"``: rotate the queries and keys of every head;
+    * ``"shaw"``: :func:`attncore.shaw.shaw_attention` with random key and
+      value tables drawn per head and per layer (Shaw et al. share the
+      tables across heads).
+
+    With ``normalize="relu2"`` the weights are ``relu(s)^2 / m`` with ``m``
+    the number of key positions, also under a causal mask (the package's
+    convention, see :func:`attncore.attention_weights`).
+
+    Examples
+    --------
+    With a relative bias and the softmax, every probe token ends in the same
+    state; with an absolute code they differ:
+
+    >>> import numpy as np
+    >>> from attncore.probe import probe_hidden_states
+    >>> h = probe_hidden_states(6, np.random.default_rng(0), scheme="alibi")
+    >>> bool(np.allclose(h, h[0]))
+    True
+    >>> h = probe_hidden_states(6, np.random.default_rng(0), scheme="sinusoidal")
+    >>> bool(np.allclose(h, h[0]))
+    False
+    """
+    n = check_count(n, "n", minimum=1)
+    layers = check_count(layers, "layers", minimum=0)
+    d = check_count(d, "d", minimum=1)
+    d_ff = check_count(d_ff, "d_ff", minimum=1)
+    h = check_count(num_heads, "num_heads", minimum=1)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if scheme not in PROBE_SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(PROBE_SCHEMES)}, got {scheme!r}")
+    if normalize not in NORMALIZERS:
+        raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}, got {normalize!r}")
+    if d % h:
+        raise ValueError(f"num_heads must divide the width d = {d}, got {h}")
+    dk = d // h
+    if scheme == "rope" and dk % 2:
+        raise ValueError(f"rope needs an even head width d / num_heads, got {d} / {h} = {dk}")
+    shaw_clip = check_count(shaw_clip, "shaw_clip", minimum=0)
+    if urpe not in (False, True, "symmetric"):
+        raise ValueError(f'urpe must be False, True or "symmetric", got {urpe!r}')
+    if urpe and scheme == "shaw":
+        raise ValueError('urpe=True is not combined with scheme="shaw"')
+
+    total = n + 2 if special_tokens else n
+    x = np.tile(rng.standard_normal(d), (n, 1))  # (n, d): n copies of the token "0"
+    if special_tokens:
+        cls, sep = rng.standard_normal((2, d))
+        x = np.concatenate([cls[None], x, sep[None]])  # (n + 2, d)
+    if scheme == "sinusoidal":
+        x = x + sinusoidal_encoding(total, d)
+    elif scheme == "learned":
+        x = x + rng.standard_normal((total, d))
+    mask = causal_mask(total) if causal else None
+    offsets = np.arange(total)[None, :] - np.arange(total)[:, None]  # (t, t), j - i
+
+    for _ in range(layers):
+        w_q, w_k, w_v, w_o = rng.standard_normal((4, d, d)) / np.sqrt(d)
+        b_q, b_k, b_v, b_o = 0.1 * rng.standard_normal((4, d))
+        w1 = rng.standard_normal((d, d_ff)) / np.sqrt(d)
+        w2 = rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)
+        b1, b2 = 0.1 * rng.standard_normal(d_ff), 0.1 * rng.standard_normal(d)
+        q = split_heads(linear(x, w_q, b_q), h)  # (h, t, dk)
+        k = split_heads(linear(x, w_k, b_k), h)  # (h, t, dk)
+        v = split_heads(linear(x, w_v, b_v), h)  # (h, t, dk)
+        bias = None
+        if scheme == "t5":
+            table = rng.standard_normal((h, 32))
+            bias = table[:, t5_relative_bucket(offsets, bidirectional=not causal)]  # (h, t, t)
+        elif scheme == "alibi":
+            bias = -alibi_slopes(h)[:, None, None] * np.abs(offsets)  # (h, t, t)
+        elif scheme == "rope":
+            q, k = rope(q), rope(k)
+        reweight = None
+        if urpe == "symmetric":
+            half = 1.0 + 0.5 * rng.standard_normal((h, total))  # (h, t): c_0, ..., c_{t-1}
+            reweight = toeplitz(np.concatenate([half[:, :0:-1], half], axis=-1))  # (h, t, t), c_r = c_{-r}
+        elif urpe:
+            reweight = toeplitz(1.0 + 0.5 * rng.standard_normal((h, 2 * total - 1)))  # (h, t, t)
+        if scheme == "shaw":
+            tables_k = rng.standard_normal((h, 2 * shaw_clip + 1, dk)) / np.sqrt(dk)
+            tables_v = rng.standard_normal((h, 2 * shaw_clip + 1, dk))
+            heads = np.stack([
+                shaw_attention(
+                    q[t], k[t], v[t],
+                    shaw_relative_embeddings(total, total, tables_k[t]),
+                    shaw_relative_embeddings(total, total, tables_v[t]),
+                    mask=mask, normalize=normalize,
+                )
+                for t in range(h)
+            ])  # (h, t, dk)
+        else:
+            heads = attention(q, k, v, mask=mask, bias=bias, normalize=normalize, reweight=reweight)  # (h, t, dk)
+        x = layer_norm(x + linear(merge_heads(heads), w_o, b_o))  # (t, d)
+        x = layer_norm(x + ffn(x, w1, b1, w2, b2))  # (t, d)
+    return x[1:-1] if special_tokens else x  # (n, d)
+
+
+def linear_readout(features, targets, *, rcond=None):
+    """The best affine readout ``features @ w + b`` of ``targets``, by least squares.
+
+    Parameters
+    ----------
+    features : array_like, shape (n, d)
+        One row per position.
+    targets : array_like, shape (n,)
+    rcond : float, optional
+        Directions of the centred features whose singular value is at most
+        ``rcond * ||F||_2`` count as zero.  Default ``max(n, d) * eps``, with
+        ``eps`` the float64 machine epsilon (see Notes).
+
+    Returns
+    -------
+    predictions : ndarray, shape (n,)
+    mse : float
+        ``mean((predictions - targets) ** 2)``, the residual error.
+
+    Notes
+    -----
+    An affine readout is a centred least-squares fit plus the mean: with
+    :math:`\\bar F` and :math:`\\bar y` the column means,
+    :math:`w = (F - \\bar F)^{+}(y - \\bar y)` and :math:`b = \\bar y - \\bar F w`,
+    so the intercept never enters the pseudo-inverse :math:`^{+}`.
+
+    The cut-off is the rank rule of ``numpy.linalg.matrix_rank``,
+    ``max(n, d) * eps`` times a spectral norm, with the norm of the
+    *uncentred* features :math:`\\lVert F \\rVert_2`: the states of a model
+    carry rounding errors of order ``eps`` times their own size, and so does
+    the subtraction of the mean, so directions of :math:`F - \\bar F` below
+    that level cannot be told from rounding and must not be read as position
+    information.  A cut-off relative to the centred matrix itself would keep
+    them whenever the centred matrix is pure rounding noise.  Adding a
+    constant :math:`c` to every feature leaves the readout unchanged in exact
+    arithmetic, and numerically as long as the genuine variation of the
+    features exceeds ``max(n, d) * eps * ||F + c||_2``.  If every row of
+    ``features`` is the same, the prediction is the mean of the targets and
+    the error is their variance.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore.probe import linear_readout, probe_floor
+    >>> y = np.arange(1.0, 9.0)
+    >>> _, mse = linear_readout(np.ones((8, 3)), y)
+    >>> bool(np.isclose(mse, probe_floor(8)))
+    True
+    >>> _, mse = linear_readout(np.eye(8), y)
+    >>> bool(mse < 1e-20)
+    True
+    """
+    f = as_float_array(features, "features")
+    y = as_float_array(targets, "targets")
+    check_shape(f, "features", ("n", "d"))
+    check_shape(y, "targets", (f.shape[0],))
+    if rcond is None:
+        rcond = max(f.shape) * np.finfo(np.float64).eps
+    elif isinstance(rcond, bool) or not isinstance(rcond, (int, float, np.integer, np.floating)):
+        raise TypeError(f"rcond must be a real number or None, got {type(rcond).__name__}")
+    if not (np.isfinite(rcond) and 0 < rcond < 1):
+        raise ValueError(f"rcond must be a number in (0, 1), got {rcond}")
+    fc = f - f.mean(axis=0)  # (n, d)
+    yc = y - y.mean()  # (n,)
+    u, sv, vt = np.linalg.svd(fc, full_matrices=False)  # (n, r), (r,), (r, d)
+    scale = np.linalg.norm(f, 2) if f.size else 0.0
+    keep = sv > rcond * scale
+    pred = u[:, keep] @ (u[:, keep].T @ yc) + y.mean()  # (n,)
+    return pred, float(np.mean((pred - y) ** 2))
+
+
+def probe_floor(n):
+    """The probe error of a model whose states do not depend on position: ``(n^2 - 1) / 12``.
+
+    The best constant guess of ``1, ..., n`` is their mean ``(n + 1) / 2``,
+    and its mean squared error is their variance.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore.probe import probe_floor
+    >>> bool(np.isclose(probe_floor(10), np.var(np.arange(1, 11))))
+    True
+    """
+    n = check_count(n, "n", minimum=1)
+    return (n * n - 1) / 12.0

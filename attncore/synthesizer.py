@@ -1,0 +1,530 @@
+"""Synthesizer attention: score matrices that are not token-to-token dot products.
+
+Self-attention computes ``softmax(B) x w_v`` with ``B = q k^T / sqrt(d_k)``, so
+every score comes from a pair of tokens.  The Synthesizer of Tay et al. keeps
+``softmax(B) x w_v`` and replaces ``B``:
+
+* Dense: ``B = relu(x w1 + b1) w2 + b2``, row ``i`` computed from token ``i`` alone;
+* Random: ``B = R``, a parameter that ignores the input;
+* Factorized Dense: two narrow Dense outputs, tiled to ``(n, n)`` and multiplied;
+* Factorized Random: ``B = R1 R2^T`` with ``R1, R2`` of shape ``(n, r)``;
+* Mixture: ``B = sum_i alpha_i B_i`` with ``alpha = softmax(logits)``.
+
+Dense and Random have a parameter per key *position*, so the length ``n`` is a
+property of the parameters: a sequence of another length raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attncore._checks import (
+    as_float_array,
+    batch_shape,
+    check_finite,
+    check_shape,
+)
+from attncore.linear import linear
+from attncore.softmax import softmax
+
+#: The tiling conventions of ``factorized_dense_scores``.
+TILINGS = ("tile", "repeat")
+#: The two forms of ``factorized_dense_scores``: the paper's, and the document's transpose.
+FORMS = ("as_written", "transposed")
+
+
+def _check_length(n: int, length: int, variant: str, what: str) -> None:
+    if n != length:
+        raise ValueError(
+            f"{variant} synthesizer: {what} has one entry per key position for "
+            f"sequences of length {length}, so it cannot score a sequence of length "
+            f"{n}; its parameters fix the length (pad or truncate to {length})"
+        )
+
+
+def dense_features(x, w1, w2, *, b1=None, b2=None):
+    """The token-wise two-layer map ``relu(x w1 + b1) w2 + b2``.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    w1 : array_like, shape (d, f)
+    w2 : array_like, shape (f, e)
+    b1 : array_like, shape (f,), optional
+    b2 : array_like, shape (e,), optional
+
+    Returns
+    -------
+    ndarray, shape (..., n, e)
+        Row ``i`` depends on token ``i`` alone.
+
+    Notes
+    -----
+    .. math:: F(X) = \\mathrm{relu}(X W_1 + \\mathbf{1} b_1^{\\top}) W_2 + \\mathbf{1} b_2^{\\top}.
+
+    This is the body of :func:`attncore.dense_scores` (with ``e = n``) and the map that
+    makes the two factors of :func:`attncore.factorized_dense_scores` (with ``e = a`` and
+    ``e = b``).
+
+    Examples
+    --------
+    Token-wise: permuting the tokens permutes the rows.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(5, 3))
+    >>> w1, w2 = rng.normal(size=(3, 4)), rng.normal(size=(4, 2))
+    >>> perm = [4, 0, 3, 1, 2]
+    >>> bool(np.allclose(dense_features(x[perm], w1, w2), dense_features(x, w1, w2)[perm]))
+    True
+    """
+    hidden = np.maximum(linear(x, w1, b1, name="w1"), 0.0)  # (..., n, f)
+    return linear(hidden, w2, b2, name="w2")  # (..., n, e)
+
+
+def dense_scores(x, w1, w2, *, b1=None, b2=None):
+    """Dense Synthesizer scores ``B = relu(x w1 + b1) w2 + b2``.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+        Tokens as rows.
+    w1 : array_like, shape (d, f)
+    w2 : array_like, shape (f, n)
+        One output column per key position: the length ``n`` is fixed here.
+    b1 : array_like, shape (f,), optional
+    b2 : array_like, shape (n,), optional
+
+    Returns
+    -------
+    ndarray, shape (..., n, n)
+        Row ``i`` (the scores query ``i`` gives every position) depends on
+        token ``i`` alone; column ``j`` is tied to position ``j``, not to token ``j``.
+
+    Raises
+    ------
+    ValueError
+        If the sequence length differs from the number of columns of ``w2``.
+
+    Notes
+    -----
+    .. math::
+
+        B = \\mathrm{relu}(X W_1 + \\mathbf{1} b_1^{\\top}) W_2 + \\mathbf{1} b_2^{\\top}
+          = Q K^{\\top} \\quad\\text{with}\\quad
+          Q = [\\,\\mathrm{relu}(X W_1 + \\mathbf{1} b_1^{\\top}),\\ \\mathbf{1}\\,],\\
+          K = [\\,W_2^{\\top},\\ b_2\\,],
+
+    so ``K`` is a constant matrix that does not depend on the input.
+
+    Examples
+    --------
+    Changing token 2 changes row 2 of the scores and no other row:
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(4, 3))
+    >>> w1, w2 = rng.normal(size=(3, 5)), rng.normal(size=(5, 4))
+    >>> y = x.copy(); y[2] += 1.0
+    >>> changed = np.any(dense_scores(y, w1, w2) != dense_scores(x, w1, w2), axis=-1)
+    >>> changed.tolist()
+    [False, False, True, False]
+    """
+    x = as_float_array(x, "x")
+    w2 = as_float_array(w2, "w2")
+    check_shape(x, "x", ("...", "n", "d"))
+    check_shape(w2, "w2", ("f", "n"))
+    _check_length(x.shape[-2], w2.shape[-1], "Dense", f"w2 {w2.shape}")
+    return dense_features(x, w1, w2, b1=b1, b2=b2)  # (..., n, n)
+
+
+def random_scores(r, n):
+    """Random Synthesizer scores ``B = R``, checked against the sequence length.
+
+    Parameters
+    ----------
+    r : array_like, shape (L, L)
+        The score matrix itself (fixed or trained); it ignores the input.
+    n : int
+        The length of the sequence to be scored.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        ``r`` as a float array.
+
+    Raises
+    ------
+    ValueError
+        If ``n != L``: the parameter holds one score per pair of *positions*.
+
+    Notes
+    -----
+    .. math:: B = R \\in \\mathbb{R}^{n \\times n},
+
+    the same for every input; no product ``Q K^T`` is computed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = np.arange(9.0).reshape(3, 3)
+    >>> bool(np.array_equal(random_scores(r, 3), r))
+    True
+    """
+    r = as_float_array(r, "r")
+    check_shape(r, "r", ("L", "L"))
+    if r.shape[0] != r.shape[1]:
+        raise ValueError(f"r must be square (one score per pair of positions), got shape {r.shape}")
+    check_finite(r, "r")
+    _check_length(int(n), r.shape[0], "Random", f"r {r.shape}")
+    return r
+
+
+def factorized_random_scores(r1, r2, n):
+    """Factorized Random scores ``B = R1 R2^T`` of rank at most ``r``.
+
+    Parameters
+    ----------
+    r1, r2 : array_like, shape (L, r)
+        ``r`` is the rank bound (the paper's ``k``).
+    n : int
+        The length of the sequence to be scored; must equal ``L``.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+
+    Notes
+    -----
+    .. math:: B = R_1 R_2^{\\top}, \\qquad \\operatorname{rank} B \\le r,
+
+    with ``2 n r`` parameters instead of ``n^2``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> r1, r2 = rng.normal(size=(6, 2)), rng.normal(size=(6, 2))
+    >>> int(np.linalg.matrix_rank(factorized_random_scores(r1, r2, 6)))
+    2
+    """
+    r1 = as_float_array(r1, "r1")
+    r2 = as_float_array(r2, "r2")
+    check_shape(r1, "r1", ("L", "r"))
+    check_shape(r2, "r2", (r1.shape[0], r1.shape[1]))
+    _check_length(int(n), r1.shape[0], "Factorized Random", f"r1 {r1.shape}")
+    return r1 @ r2.T  # (n, n)
+
+
+def _expand(f, times, tiling):
+    if tiling == "tile":
+        return np.tile(f, (1,) * (f.ndim - 1) + (times,))  # (..., n, c * times), column j -> j % c
+    return np.repeat(f, times, axis=-1)  # (..., n, c * times), column j -> j // times
+
+
+def factorized_dense_scores(f_a, f_b, *, tiling="tile", form="as_written"):
+    """Factorized Dense scores: two narrow factors expanded to ``(n, n)`` and multiplied.
+
+    Parameters
+    ----------
+    f_a : array_like, shape (..., n, a)
+        First factor, a token-wise map of the input (e.g. :func:`attncore.dense_features`).
+    f_b : array_like, shape (..., n, b)
+        Second factor; ``a * b`` must equal ``n``.
+    tiling : {"tile", "repeat"}
+        How a factor of width ``c`` becomes ``n`` columns. ``"tile"`` repeats the
+        whole block (``numpy.tile``: column ``j`` is column ``j % c``);
+        ``"repeat"`` repeats each column in place (``numpy.repeat``,
+        repeat-interleave: column ``j`` is column ``j // (n / c)``).
+    form : {"as_written", "transposed"}
+        ``"as_written"`` (the paper): ``B = T(f_a) * T(f_b)``, so row ``i``
+        depends on token ``i`` alone. ``"transposed"`` (the source document's
+        suggestion): ``B = T(f_a) * T(f_b)^T``, so entry ``(i, j)`` depends on
+        tokens ``i`` and ``j``.
+
+    Returns
+    -------
+    ndarray, shape (..., n, n)
+
+    Notes
+    -----
+    With :math:`\\tilde F_a = T(F_a)` and :math:`\\tilde F_b = T(F_b)` the expanded
+    ``(n, n)`` factors and :math:`\\odot` the elementwise product,
+
+    .. math::
+
+        B_{\\text{as written}} = \\tilde F_a \\odot \\tilde F_b, \\qquad
+        B_{\\text{transposed}} = \\tilde F_a \\odot \\tilde F_b^{\\top}.
+
+    With ``tiling="tile"`` the as-written entry is
+    :math:`B_{ij} = (F_a)_{i, j \\bmod a} (F_b)_{i, j \\bmod b}`.
+
+    Examples
+    --------
+    Changing token 0 (both of its factor rows) changes row 0 as written, and
+    row 0 and column 0 transposed:
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> fa, fb = rng.normal(size=(6, 2)), rng.normal(size=(6, 3))
+    >>> ga, gb = fa.copy(), fb.copy(); ga[0] += 1.0; gb[0] += 1.0
+    >>> for form in FORMS:
+    ...     d = factorized_dense_scores(ga, gb, form=form) != factorized_dense_scores(fa, fb, form=form)
+    ...     print(form, bool(d[0].all()), bool(d[1:, 0].any()), bool(d[1:, 1:].any()))
+    as_written True False False
+    transposed True True False
+    """
+    if tiling not in TILINGS:
+        raise ValueError(f"tiling must be one of {TILINGS}, got {tiling!r}")
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+    f_a = as_float_array(f_a, "f_a")
+    f_b = as_float_array(f_b, "f_b")
+    check_shape(f_a, "f_a", ("...", "n", "a"))
+    check_shape(f_b, "f_b", ("...", f_a.shape[-2], "b"))
+    batch_shape(("f_a", f_a, 2), ("f_b", f_b, 2))
+    n, a, b = f_a.shape[-2], f_a.shape[-1], f_b.shape[-1]
+    if a * b != n:
+        raise ValueError(
+            f"Factorized Dense needs a * b = n: f_a has a = {a} and f_b has b = {b} "
+            f"columns, a * b = {a * b}, but the sequence length is n = {n}"
+        )
+    ta = _expand(f_a, b, tiling)  # (..., n, n)
+    tb = _expand(f_b, a, tiling)  # (..., n, n)
+    if form == "transposed":
+        tb = np.swapaxes(tb, -1, -2)  # (..., n, n)
+    return ta * tb  # (..., n, n)
+
+
+def mixture_weights(logits):
+    """Mixture weights ``alpha = softmax(logits)``: positive and summing to 1.
+
+    Parameters
+    ----------
+    logits : array_like, shape (N,)
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(mixture_weights(np.array([0.3, -1.0, 2.0])).sum().round(12))
+    1.0
+    """
+    logits = as_float_array(logits, "logits")
+    check_shape(logits, "logits", ("N",))
+    return softmax(logits)
+
+
+def mixture_scores(scores, logits):
+    """Mixture of score matrices ``B = sum_i alpha_i B_i`` with ``alpha = softmax(logits)``.
+
+    Parameters
+    ----------
+    scores : sequence of N array_like, each broadcastable to shape (..., n, n)
+        The component scores (vanilla, Dense, Random, ...).
+    logits : array_like, shape (N,)
+        Trainable mixture logits; the weights are :func:`attncore.mixture_weights`.
+
+    Returns
+    -------
+    ndarray, shape (..., n, n)
+
+    Notes
+    -----
+    .. math::
+
+        B = \\sum_{i=1}^{N} \\alpha_i B_i, \\qquad
+        \\alpha = \\mathrm{softmax}(\\ell), \\quad \\alpha_i > 0,\\ \\sum_i \\alpha_i = 1 .
+
+    The scores are mixed before the softmax, as in the paper; this is not a
+    mixture of attention maps.
+
+    Examples
+    --------
+    Because the weights sum to 1, mixing a matrix with itself returns it:
+
+    >>> import numpy as np
+    >>> b = np.arange(4.0).reshape(2, 2)
+    >>> bool(np.allclose(mixture_scores([b, b, b], np.array([0.1, 2.0, -1.0])), b))
+    True
+    """
+    scores = [as_float_array(s, f"scores[{i}]") for i, s in enumerate(scores)]
+    alpha = mixture_weights(logits)
+    if len(scores) != alpha.shape[0]:
+        raise ValueError(f"got {len(scores)} score matrices but {alpha.shape[0]} mixture logits")
+    for i, s in enumerate(scores):
+        check_shape(s, f"scores[{i}]", ("...", "n", "n"))
+        if s.shape[-1] != s.shape[-2]:
+            raise ValueError(f"scores[{i}] must be square in its last two axes, got shape {s.shape}")
+    shape = batch_shape(*((f"scores[{i}]", s, 2) for i, s in enumerate(scores)))
+    sizes = {s.shape[-1] for s in scores}
+    if len(sizes) != 1:
+        raise ValueError(f"score matrices of different lengths: {[s.shape for s in scores]}")
+    n = sizes.pop()
+    out = np.zeros(shape + (n, n), dtype=np.result_type(alpha, *scores))  # (..., n, n)
+    for weight, s in zip(alpha, scores):
+        out += weight * s
+    return out
+
+
+def synthesizer_attention(x, scores, w_v, *, mask=None):
+    """Attention with given scores: ``softmax(scores) x w_v``.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+        Tokens as rows (they provide the values).
+    scores : array_like, shape (..., n, n)
+        Any score matrix: vanilla, Dense, Random, factorized or mixed.
+    w_v : array_like, shape (d, v)
+    mask : array_like of bool, optional
+        Broadcastable to ``(..., n, n)``; ``True`` = may attend.
+
+    Returns
+    -------
+    ndarray, shape (..., n, v)
+
+    Raises
+    ------
+    ValueError
+        If ``scores`` is not ``(n, n)`` for the length ``n`` of ``x``.
+
+    Notes
+    -----
+    .. math:: Y = \\mathrm{softmax}(B)\\, X W_V,
+
+    the softmax over the last axis. With ``B = X W_Q W_K^T X^T / \\sqrt{d_k}``
+    this is single-head self-attention.
+
+    Examples
+    --------
+    Identical tokens give identical outputs, whatever the scores:
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.tile(rng.normal(size=3), (5, 1))
+    >>> y = synthesizer_attention(x, rng.normal(size=(5, 5)), rng.normal(size=(3, 2)))
+    >>> bool(np.allclose(y, y[0]))
+    True
+    """
+    x = as_float_array(x, "x")
+    scores = as_float_array(scores, "scores")
+    check_shape(x, "x", ("...", "n", "d"))
+    check_shape(scores, "scores", ("...", "n", "m"))
+    n = x.shape[-2]
+    if scores.shape[-2:] != (n, n):
+        raise ValueError(
+            f"scores must have shape (..., {n}, {n}) for a sequence of length {n} "
+            f"(x has shape {x.shape}), got shape {scores.shape}"
+        )
+    batch_shape(("x", x, 2), ("scores", scores, 2))
+    weights = softmax(scores, mask=mask)  # (..., n, n)
+    return weights @ linear(x, w_v, name="w_v")  # (..., n, v)
+
+
+def synthesizer_costs(n, d, *, k=None, v=None, f=None, a=None, rank=None):
+    """Parameters and FLOPs of each way of making the scores, next to vanilla attention.
+
+    Parameters
+    ----------
+    n : int
+        Sequence length.
+    d : int
+        Model width.
+    k : int, optional
+        Query/key width of vanilla attention; ``d`` by default.
+    v : int, optional
+        Value width; ``d`` by default.
+    f : int, optional
+        Hidden width of the Dense maps; ``d`` by default.
+    a : int, optional
+        Width of the first Factorized Dense factor (must divide ``n``); the
+        second has width ``b = n / a``.  The smallest divisor ``>= sqrt(n)`` by default.
+    rank : int, optional
+        The rank bound ``r`` of Factorized Random; ``8`` capped at ``n`` by default.
+
+    Returns
+    -------
+    dict
+        ``{variant: {"score_params", "score_flops", "params", "flops"}}`` for the
+        variants ``"vanilla"``, ``"dense"``, ``"random"``, ``"fixed random"``,
+        ``"factorized dense"``, ``"factorized random"``, ``"dense + vanilla"``
+        and ``"random + vanilla"``.  ``params`` and ``flops`` add the part every
+        variant shares: the value projection ``d v`` and the products
+        ``X W_V`` (``2 n d v``) and ``A V`` (``2 n^2 v``).
+
+    Notes
+    -----
+    Only trainable parameters are counted (a fixed Random matrix has 0), and a
+    FLOP is one multiplication or one addition: a product of an ``(n, p)`` and a
+    ``(p, q)`` matrix costs ``2 n p q``.  Biases, relu and the softmax (``O(n^2)``
+    for every variant) are left out of the FLOPs; biases are counted as parameters.
+
+    Modelling choice for Factorized Dense: the paper only says that two maps
+    ``F_A`` and ``F_B`` project each token to widths ``a`` and ``b``.  Here each
+    is counted as its own two-layer Dense map (``relu(x w1 + b1) w2 + b2``, hidden
+    width ``f``), hence ``2 (d f + f)`` for the two first layers; a shared first
+    layer would count ``d f + f`` once.
+
+    ==================  ==================================  ==================================
+    variant             score parameters                    score FLOPs
+    ==================  ==================================  ==================================
+    vanilla             ``2 d k``                           ``4 n d k + 2 n^2 k``
+    dense               ``d f + f + f n + n``               ``2 n d f + 2 n f n``
+    random              ``n^2``                             ``0``
+    fixed random        ``0``                               ``0``
+    factorized dense    ``2 (d f + f) + f (a+b) + a+b``     ``4 n d f + 2 n f (a+b) + n^2``
+    factorized random   ``2 n rank``                        ``2 n^2 rank``
+    X + vanilla         sum of the two + 2 logits           sum of the two + ``3 n^2``
+    ==================  ==================================  ==================================
+
+    Examples
+    --------
+    Random scores cost nothing to compute, but the ``n x n`` mixing remains:
+
+    >>> c = synthesizer_costs(64, 32)
+    >>> c["random"]["score_flops"], c["random"]["flops"] == 2 * 64 * 32 * 32 + 2 * 64**2 * 32
+    (0, True)
+    """
+    n, d = int(n), int(d)
+    k = d if k is None else int(k)
+    v = d if v is None else int(v)
+    f = d if f is None else int(f)
+    rank = min(8, n) if rank is None else int(rank)
+    if a is None:
+        a = next(c for c in range(1, n + 1) if n % c == 0 and c * c >= n)
+    a = int(a)
+    if min(n, d, k, v, f, a, rank) < 1 or n % a:
+        raise ValueError(f"need positive sizes and a dividing n, got n={n}, a={a}")
+    b = n // a
+    score = {
+        "vanilla": (2 * d * k, 4 * n * d * k + 2 * n * n * k),
+        "dense": (d * f + f + f * n + n, 2 * n * d * f + 2 * n * f * n),
+        "random": (n * n, 0),
+        "fixed random": (0, 0),
+        "factorized dense": (
+            2 * (d * f + f) + f * (a + b) + (a + b),
+            4 * n * d * f + 2 * n * f * (a + b) + n * n,
+        ),
+        "factorized random": (2 * n * rank, 2 * n * n * rank),
+    }
+    for other in ("dense", "random"):
+        p1, c1 = score[other]
+        p2, c2 = score["vanilla"]
+        # two scalings and one addition per score entry, two mixture logits
+        score[f"{other} + vanilla"] = (p1 + p2 + 2, c1 + c2 + 3 * n * n)
+    shared_params, shared_flops = d * v, 2 * n * d * v + 2 * n * n * v
+    return {
+        name: {
+            "score_params": p,
+            "score_flops": c,
+            "params": p + shared_params,
+            "flops": c + shared_flops,
+        }
+        for name, (p, c) in score.items()
+    }

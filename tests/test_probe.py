@@ -1,0 +1,320 @@
+"""The position probe, Shaw's relative attention and the normalisers of chapter 3."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from attncore import NORMALIZERS, attention, attention_weights, causal_mask, toeplitz
+from attncore.probe import (
+    ABSOLUTE_SCHEMES,
+    PROBE_SCHEMES,
+    SCORE_ONLY_SCHEMES,
+    SOLVED_RTOL,
+    linear_readout,
+    probe_floor,
+    probe_hidden_states,
+)
+from attncore.shaw import shaw_attention, shaw_relative_embeddings
+from strategies import lengths, normal, seeds, widths
+
+SMALL = dict(d=8, num_heads=2, d_ff=16)
+
+
+# ---- the normalisers: the row property each one documents -------------------------------
+
+
+@given(seed=seeds, n=lengths, m=lengths, k=widths, causal=st.booleans())
+def test_row_property_of_each_normaliser(seed, n, m, k, causal):
+    rng = np.random.default_rng(seed)
+    q, kk = normal(rng, (n, k), np.float64), normal(rng, (m, k), np.float64)
+    mask = causal_mask(n, m) if causal else np.ones((n, m), dtype=bool)
+    s = q @ kk.T / math.sqrt(k)  # independent route: the scores by hand
+    kept = mask.any(axis=-1)
+    a = attention_weights(q, kk, mask=mask, normalize="softmax")
+    np.testing.assert_allclose(a.sum(axis=-1)[kept], 1.0, rtol=1e-12)
+    a = attention_weights(q, kk, mask=mask, normalize="l2")
+    np.testing.assert_allclose(np.linalg.norm(a, axis=-1)[kept], 1.0, rtol=1e-12)
+    a = attention_weights(q, kk, mask=mask, normalize="relu2")
+    np.testing.assert_allclose(a, np.where(mask, np.maximum(s, 0) ** 2 / m, 0.0), rtol=1e-10, atol=1e-14)
+    a = attention_weights(q, kk, mask=mask, normalize="none")
+    np.testing.assert_allclose(a, np.where(mask, np.exp(s), 0.0), rtol=1e-10)
+
+
+@pytest.mark.parametrize("normalize", NORMALIZERS)
+@given(seed=seeds, n=lengths, k=widths, causal=st.booleans())
+def test_identical_values_give_row_sum_times_value(normalize, seed, n, k, causal):
+    # The lemma behind the theorem: with every value equal to v, output row i is (sum_j A_ij) v.
+    rng = np.random.default_rng(seed)
+    q, kk = normal(rng, (n, k), np.float64), normal(rng, (n, k), np.float64)
+    v = np.tile(normal(rng, (1, 3), np.float64), (n, 1))
+    mask = causal_mask(n) if causal else None
+    bias = normal(rng, (n, n), np.float64)
+    out = attention(q, kk, v, mask=mask, bias=bias, normalize=normalize)
+    a = attention_weights(q, kk, mask=mask, bias=bias, normalize=normalize)
+    np.testing.assert_allclose(out, a.sum(axis=-1, keepdims=True) * v[0], rtol=1e-10, atol=1e-12)
+
+
+def test_l2_with_equal_scores_gives_sqrt_of_key_count():
+    # every score equal: each row is 1/sqrt(#keys), so its sum is sqrt(#keys)
+    n = 7
+    q = np.ones((n, 2))
+    a = attention_weights(q, q, normalize="l2")
+    np.testing.assert_allclose(a.sum(axis=-1), math.sqrt(n))
+    a = attention_weights(q, q, normalize="l2", mask=causal_mask(n))
+    np.testing.assert_allclose(a.sum(axis=-1), np.sqrt(np.arange(1, n + 1)))
+
+
+# ---- Shaw et al. (2018) -----------------------------------------------------------------
+
+
+def shaw_loop(q, k, v, table_k, table_v, clip, mask=None, normalize="softmax"):
+    """Shaw attention for one sequence, from the definition with loops."""
+    n, m = len(q), len(k)
+    out = np.zeros((n, v.shape[1]))
+    for i in range(n):
+        keep = [j for j in range(m) if mask is None or mask[i][j]]
+        r = {j: min(max(j - i, -clip), clip) + clip for j in keep}
+        e = {j: float(q[i] @ (k[j] + table_k[r[j]])) / math.sqrt(q.shape[1]) for j in keep}
+        if normalize == "relu2":  # relu(e)^2 / m, m the number of key positions
+            w = {j: max(e[j], 0.0) ** 2 / m for j in keep}
+        else:
+            w = {j: math.exp(e[j]) for j in keep}
+            if normalize == "softmax":
+                total = math.fsum(w.values())
+                w = {j: w[j] / total for j in keep}
+            elif normalize == "l2":
+                norm = math.sqrt(math.fsum(x * x for x in w.values()))
+                w = {j: w[j] / norm for j in keep}
+        for j in keep:
+            out[i] += w[j] * (v[j] + table_v[r[j]])
+    return out
+
+
+@pytest.mark.parametrize("normalize", NORMALIZERS)
+@given(seed=seeds, n=lengths, m=lengths, k=widths, clip=st.integers(0, 4), causal=st.booleans())
+def test_shaw_matches_loop(normalize, seed, n, m, k, clip, causal):
+    rng = np.random.default_rng(seed)
+    q, kk, v = (normal(rng, (r, k), np.float64) for r in (n, m, m))
+    tk, tv = normal(rng, (2 * clip + 1, k), np.float64), normal(rng, (2 * clip + 1, k), np.float64)
+    mask = causal_mask(max(n, m))[:n, :m] if causal else None
+    if mask is not None and not mask.any(axis=-1).all():
+        mask = None
+    rel_k, rel_v = shaw_relative_embeddings(n, m, tk), shaw_relative_embeddings(n, m, tv)
+    got = shaw_attention(q, kk, v, rel_k, rel_v, mask=mask, normalize=normalize)
+    want = shaw_loop(q, kk, v, tk, tv, clip, mask, normalize)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+@given(seed=seeds, n=lengths, k=widths)
+def test_shaw_with_zero_tables_is_attention(seed, n, k):
+    rng = np.random.default_rng(seed)
+    q, kk, v = (normal(rng, (2, n, k), np.float64) for _ in range(3))
+    z = np.zeros((n, n, k))
+    np.testing.assert_allclose(shaw_attention(q, kk, v, z, z), attention(q, kk, v), rtol=1e-12, atol=1e-14)
+
+
+def test_shaw_embeddings_depend_on_offset_only():
+    table = np.random.default_rng(0).normal(size=(7, 2))
+    a = shaw_relative_embeddings(9, 9, table)
+    np.testing.assert_array_equal(a[1:, 1:], a[:-1, :-1])  # constant along diagonals
+    np.testing.assert_array_equal(a[0, 8], table[6])  # clipped at +K = 3
+    np.testing.assert_array_equal(a[8, 0], table[0])  # clipped at -K
+
+
+def test_shaw_errors():
+    with pytest.raises(ValueError, match="odd number"):
+        shaw_relative_embeddings(3, 3, np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="rel_v"):
+        shaw_attention(np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 4)), np.zeros((3, 3, 2)), np.zeros((3, 3, 2)))
+    with pytest.raises(TypeError, match="n must be an integer"):
+        shaw_relative_embeddings(2.5, 3, np.zeros((3, 2)))
+    bad_v = np.ones((3, 4))
+    bad_v[1, 2] = np.nan
+    with pytest.raises(ValueError, match="v"):
+        shaw_attention(np.ones((3, 2)), np.ones((3, 2)), bad_v, np.zeros((3, 3, 2)), np.zeros((3, 3, 4)))
+
+
+# ---- the theorem and the probe ----------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=seeds,
+    n=st.integers(1, 9),
+    layers=st.integers(0, 3),
+    scheme=st.sampled_from(SCORE_ONLY_SCHEMES),
+    causal=st.booleans(),
+)
+def test_score_only_schemes_with_softmax_give_identical_states(seed, n, layers, scheme, causal):
+    h = probe_hidden_states(n, np.random.default_rng(seed), scheme=scheme, layers=layers, causal=causal, **SMALL)
+    assert h.shape == (n, 8)
+    np.testing.assert_allclose(h, np.broadcast_to(h[0], h.shape), rtol=0, atol=1e-10)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=seeds, normalize=st.sampled_from(NORMALIZERS), scheme=st.sampled_from(["none", "alibi"]))
+def test_symmetric_bias_cannot_tell_i_from_mirror(seed, normalize, scheme):
+    # bidirectional, bias a function of |j - i|: token i and token n-1-i end in the same state
+    h = probe_hidden_states(8, np.random.default_rng(seed), scheme=scheme, normalize=normalize, **SMALL)
+    np.testing.assert_allclose(h, h[::-1], rtol=0, atol=1e-9)
+    _, mse = linear_readout(h, np.arange(1.0, 9.0))
+    assert math.isclose(mse, probe_floor(8), rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("scheme", ABSOLUTE_SCHEMES + ("shaw",))
+@pytest.mark.parametrize("causal", [False, True])
+def test_absolute_and_shaw_pass_the_probe(scheme, causal):
+    h = probe_hidden_states(12, np.random.default_rng(3), scheme=scheme, causal=causal)
+    _, mse = linear_readout(h, np.arange(1.0, 13.0))
+    assert mse < SOLVED_RTOL * probe_floor(12)
+
+
+@pytest.mark.parametrize("remedy", ["l2", "relu2", "none", "urpe", "cls"])
+@pytest.mark.parametrize("scheme", ["t5", "rope"])
+def test_remedies_pass_with_asymmetric_relative_schemes(remedy, scheme):
+    kw = {"normalize": remedy} if remedy in NORMALIZERS else {}
+    kw["urpe"] = remedy == "urpe"
+    kw["special_tokens"] = remedy == "cls"
+    h = probe_hidden_states(12, np.random.default_rng(4), scheme=scheme, **kw)
+    _, mse = linear_readout(h, np.arange(1.0, 13.0))
+    assert mse < SOLVED_RTOL * probe_floor(12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("normalize", NORMALIZERS)
+def test_causal_model_without_positions(normalize, seed):
+    # Causal mask, no position scheme: the softmax stays at the floor, while l2, relu2 (with the
+    # package's relu(s)^2 / m convention, m the number of key positions) and no denominator pass.
+    h = probe_hidden_states(12, np.random.default_rng(seed), scheme="none", normalize=normalize, causal=True)
+    _, mse = linear_readout(h, np.arange(1.0, 13.0))
+    if normalize == "softmax":
+        assert math.isclose(mse, probe_floor(12), rel_tol=1e-9)
+    else:
+        assert mse < SOLVED_RTOL * probe_floor(12)
+
+
+@given(seed=seeds, n=st.integers(2, 9), k=widths)
+def test_relu2_with_per_row_divisor_keeps_identical_rows_causal(seed, n, k):
+    # relu(s)^2 / (i + 1) on row i (i + 1 visible keys): with identical tokens every score is
+    # the same s, so each row sums to relu(s)^2 and the outputs are identical; the package's
+    # relu(s)^2 / n makes row i sum to (i + 1) relu(s)^2 / n instead.
+    rng = np.random.default_rng(seed)
+    x = np.tile(normal(rng, (1, k), np.float64), (n, 1))
+    q, kk, v = x @ normal(rng, (k, k), np.float64), x @ normal(rng, (k, k), np.float64), x
+    per_row = n / np.arange(1.0, n + 1)[:, None] * np.ones((n, n))  # turns 1/n into 1/(i + 1)
+    out = attention(q, kk, v, mask=causal_mask(n), normalize="relu2", reweight=per_row)
+    np.testing.assert_allclose(out, np.broadcast_to(out[0], out.shape), rtol=1e-10, atol=1e-12)
+    s = float(q[0] @ kk[0]) / math.sqrt(k)
+    sums = attention_weights(q, kk, mask=causal_mask(n), normalize="relu2").sum(axis=-1)
+    np.testing.assert_allclose(sums, np.arange(1, n + 1) * max(s, 0.0) ** 2 / n, rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=seeds)
+def test_symmetric_urpe_on_symmetric_bias_stays_at_floor(seed):
+    # exercise "URPE with a symmetric C": the whole model commutes with reversal
+    h = probe_hidden_states(8, np.random.default_rng(seed), scheme="alibi", urpe="symmetric", **SMALL)
+    np.testing.assert_allclose(h, h[::-1], rtol=0, atol=1e-9)
+    _, mse = linear_readout(h, np.arange(1.0, 9.0))
+    assert math.isclose(mse, probe_floor(8), rel_tol=1e-9)
+    h = probe_hidden_states(8, np.random.default_rng(seed), scheme="alibi", urpe=True, **SMALL)
+    assert not np.allclose(h, h[::-1], rtol=0, atol=1e-9)  # a generic C breaks the symmetry
+
+
+def test_probe_is_deterministic_and_drops_special_tokens():
+    a = probe_hidden_states(5, np.random.default_rng(7), scheme="t5", special_tokens=True, **SMALL)
+    b = probe_hidden_states(5, np.random.default_rng(7), scheme="t5", special_tokens=True, **SMALL)
+    assert a.shape == (5, 8)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(scheme="xpos"), ValueError, "scheme must be one of"),
+        (dict(normalize="l1"), ValueError, "normalize must be one of"),
+        (dict(d=8, num_heads=3), ValueError, "num_heads must divide"),
+        (dict(scheme="rope", d=6, num_heads=2), ValueError, "even head width"),
+        (dict(scheme="shaw", urpe=True), ValueError, "urpe"),
+        (dict(urpe="yes"), ValueError, "urpe must be"),
+        (dict(layers=-1), ValueError, "layers"),
+        (dict(layers=1.5), TypeError, "layers must be an integer"),
+    ],
+)
+def test_probe_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        probe_hidden_states(4, np.random.default_rng(0), **kwargs)
+    with pytest.raises(TypeError, match="rng"):
+        probe_hidden_states(4, 0)
+
+
+# ---- the readout ------------------------------------------------------------------------
+
+
+@given(seed=seeds, n=st.integers(8, 14), d=st.integers(1, 6))
+def test_readout_matches_normal_equations(seed, n, d):
+    # independent route: least squares with an explicit intercept column, via the normal equations
+    rng = np.random.default_rng(seed)
+    f = normal(rng, (n, d), np.float64)
+    y = np.arange(1.0, n + 1)
+    design = np.column_stack([f, np.ones(n)])
+    if np.linalg.cond(design) > 1e6:
+        return
+    coef = np.linalg.solve(design.T @ design, design.T @ y)
+    pred, mse = linear_readout(f, y)
+    np.testing.assert_allclose(pred, design @ coef, rtol=1e-7, atol=1e-7)
+    assert math.isclose(mse, float(np.mean((design @ coef - y) ** 2)), rel_tol=1e-6, abs_tol=1e-9)
+
+
+@given(n=st.integers(1, 50))
+def test_floor_is_variance_and_constant_features_hit_it(n):
+    y = np.arange(1.0, n + 1)
+    assert math.isclose(probe_floor(n), float(np.var(y)), rel_tol=1e-12, abs_tol=1e-12)
+    _, mse = linear_readout(np.full((n, 3), 2.5), y)
+    assert math.isclose(mse, probe_floor(n), rel_tol=1e-12, abs_tol=1e-12)
+
+
+@settings(deadline=None)
+@given(seed=seeds, n=st.integers(6, 16), d=st.integers(1, 5), shift=st.floats(-1e3, 1e3))
+def test_readout_unchanged_by_adding_a_constant(seed, n, d, shift):
+    # an affine readout absorbs a constant added to every feature; one feature direction is
+    # small (1e-6) but genuine, and must survive the shift
+    rng = np.random.default_rng(seed)
+    y = np.arange(1.0, n + 1)
+    f = np.column_stack([normal(rng, (n, d), np.float64), 1e-6 * normal(rng, (n, 1), np.float64)])
+    _, mse = linear_readout(f, y)
+    _, shifted = linear_readout(f + shift, y)
+    assert math.isclose(mse, shifted, rel_tol=1e-6, abs_tol=1e-9 * probe_floor(n))
+
+
+def test_readout_ignores_rounding_noise_but_keeps_small_directions():
+    # identical states up to rounding (1e-16 relative) sit at the floor ...
+    rng = np.random.default_rng(0)
+    y = np.arange(1.0, 17.0)
+    base = np.tile(rng.normal(size=32), (16, 1))
+    noisy = base * (1 + 2e-16 * rng.choice([-1.0, 1.0], size=base.shape))
+    assert math.isclose(linear_readout(noisy, y)[1], probe_floor(16), rel_tol=1e-9)
+    # ... while a genuine direction at 1e-8 of the scale is read
+    small = base + 1e-8 * rng.normal(size=(16, 32))
+    assert linear_readout(small, y)[1] < SOLVED_RTOL * probe_floor(16)
+
+
+def test_readout_errors():
+    with pytest.raises(ValueError, match="targets"):
+        linear_readout(np.ones((4, 2)), np.ones(3))
+    with pytest.raises(ValueError, match="rcond"):
+        linear_readout(np.ones((4, 2)), np.ones(4), rcond=0.0)
+    with pytest.raises(TypeError, match="rcond must be a real number"):
+        linear_readout(np.ones((4, 2)), np.ones(4), rcond="tiny")
+    with pytest.raises(ValueError, match="n must be"):
+        probe_floor(0)
+
+
+def test_toeplitz_reweight_breaks_row_sums():
+    # URPE: a softmax row times a Toeplitz row sums to a weighted average of C's diagonals
+    n = 6
+    a = attention_weights(np.ones((n, 2)), np.ones((n, 2)))  # uniform rows
+    c = toeplitz(np.arange(2 * n - 1, dtype=float))
+    np.testing.assert_allclose((a * c).sum(axis=-1), [(n - 1) - i + (n - 1) / 2 for i in range(n)])
