@@ -3,6 +3,8 @@
 * Scripts that two extensions both register are emitted once.  (Jupyter Book
   sets up sphinx-thebe in a way that adds its inline configuration script twice,
   and the second ``const THEBE_JS_URL`` is a console error on every page.)
+* MathJax is loaded on every page, since the navigation of every page shows
+  chapter and section titles, some with math.
 * The theme gets an explicit colour mode: with none, the page's first script
   stores an empty mode and the theme logs "Got invalid theme mode" on a
   reader's first visit.
@@ -170,7 +172,39 @@ def setup(app):
             return box.children
 
     app.add_js_file(None, body=default_mode, priority=100)
+    # Titles with math appear in every page's navigation: load MathJax on every
+    # page, not only on pages whose body has math, or the sidebar shows raw TeX.
+    app.set_html_assets_policy("always")
+    def resolve_short_names(app, env, node, contnode):
+        """A docstring's ``:func:`rope``` or ``:data:`STAGES``` finds the attncore object it means.
+
+        Autodoc documents a function under its public name (``attncore.rope``),
+        so a short name written inside its module's docstrings does not resolve
+        by itself; look it up in the package's modules instead.
+        """
+        if node.get("refdomain") != "py":
+            return None
+        target = node["reftarget"].lstrip("~.")
+        if "." in target and not target.startswith("attncore."):
+            return None
+        short = target.rsplit(".", 1)[-1]
+        candidates = [public_name(target)] if target.startswith("attncore.") else []
+        candidates += [
+            public_name(f"{module_name}.{short}")
+            for module_name, _ in api_members()
+            if hasattr(importlib.import_module(module_name), short)
+        ]
+        py = env.get_domain("py")
+        for candidate in dict.fromkeys(candidates):
+            if candidate == node["reftarget"]:
+                continue
+            found = py.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], candidate, node, contnode)
+            if found is not None:
+                return found
+        return None
+
     app.connect("html-page-context", dedupe_scripts, priority=900)
+    app.connect("missing-reference", resolve_short_names)
     app.add_transform(LinkAttncoreNames)
     app.add_directive("attncore-api", AttncoreApi)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
