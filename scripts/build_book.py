@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # website goes to $BOOK_OUTPUT/_build/html, the execution cache beside it.
 OUTPUT = Path(os.environ.get("BOOK_OUTPUT", ROOT)).resolve()
 BUILD = OUTPUT / "_build"
-SPHINX_WARNING = re.compile(r"(^|: )(WARNING|ERROR|CRITICAL):")
+SPHINX_WARNING = re.compile(r"(^|: )(WARNING|ERROR|CRITICAL): ")
 
 
 def notebook_times():

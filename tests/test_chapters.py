@@ -10,11 +10,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def chapter_pages():
-    """The chapter pages of _toc.yml (the "Chapters" part; not the appendices)."""
+    """The chapter pages of _toc.yml (the landing chapter and the numbered ones; not the appendices)."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     return [
         chapter["file"]
-        for part in toc["parts"] if part.get("caption") == "Chapters"
+        for part in toc["parts"] if part.get("caption") in ("Start here", "Chapters")
         for chapter in part["chapters"]
     ]
 
@@ -40,3 +40,4 @@ def test_numbered_things_are_referenced_by_label(page):
     prose = re.sub(r"`{3,}[^\n]*\n.*?`{3,}", "", text, flags=re.S)  # not inside code or directives
     hits = [m.group(0) for m in HAND_NUMBERED.finditer(prose)]
     assert not hits, f"{page}: hand-numbered references {hits}"
+

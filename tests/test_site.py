@@ -232,8 +232,8 @@ async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await MathJax.startup.promise;
   }
-  const article = document.querySelector('article') || document.body;
-  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT, {
+  // The whole page, navigation included: a title with math shows up raw in the sidebars.
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {
     acceptNode: (n) => n.parentElement.closest('pre, code, script, style, mjx-container, .MathJax')
       ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
   });
