@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -18,7 +16,7 @@ from attncore._checks import (
     check_shape,
 )
 from attncore.linear import linear
-from attncore.softmax import NORMALIZERS, _normalize_inplace, _numerators_inplace
+from attncore.softmax import NORMALIZERS, _exp_is_safe, _normalize_inplace, _numerators_inplace
 
 
 def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="softmax"):
@@ -191,13 +189,19 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     # block of scores in cache and never holds the full (..., n, m) matrix.
     rows_per_block = max(1, BLOCK_BYTES // max(1, math.prod(shape[:-2]) * m * q.dtype.itemsize))
 
+    # |q_i . k_j| <= |q_i| |k_j|: when no score can be large, exp needs no shift by the row maximum.
+    bound = np.sqrt(np.max(np.einsum("...nk,...nk->...n", q, q), initial=0.0) * np.max(np.einsum("...mk,...mk->...m", k, k), initial=0.0))
+    if bias is not None:
+        bound += np.max(np.abs(bias), initial=0.0, where=np.isfinite(bias))
+    shift = not _exp_is_safe(bound, m, q.dtype)
+
     def block(start):
         stop = min(start + rows_per_block, n)
         scores = np.matmul(q[..., start:stop, :], np.swapaxes(k, -1, -2))  # (..., rows, m)
         if bias is not None:
             scores += _rows(bias, start, stop, n)
         # The per-row division is applied to the (rows, v) output, not the (rows, m) weights.
-        numerators, denominator = _numerators_inplace(scores, normalize, mask=_rows(mask, start, stop, n))
+        numerators, denominator = _numerators_inplace(scores, normalize, mask=_rows(mask, start, stop, n), shift=shift)
         if reweight is not None:
             numerators *= _rows(reweight, start, stop, n)
         rows = out[..., start:stop, :]  # (..., rows, v)
@@ -205,19 +209,9 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         if denominator is not None:
             np.divide(rows, denominator, out=rows, where=denominator > 0)
 
-    starts = range(0, n, rows_per_block)
-    if _WORKERS > 1 and len(starts) > 1:
-        # exp and BLAS release the GIL: blocks of rows run side by side.
-        with ThreadPoolExecutor(min(_WORKERS, len(starts))) as pool:
-            list(pool.map(block, starts))
-    else:
-        for start in starts:
-            block(start)
+    for start in range(0, n, rows_per_block):
+        block(start)
     return out
-
-
-#: Threads for the row blocks of ``attention`` (each writes its own rows of the output).
-_WORKERS = min(4, os.cpu_count() or 1)
 
 
 def split_heads(x, num_heads):

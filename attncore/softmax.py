@@ -82,10 +82,17 @@ def _softmax_inplace(z, axis=-1, *, temperature=1.0, mask=None):
     return z
 
 
-def _shifted_exp_inplace(z, axis=-1, *, temperature=1.0, mask=None):
-    """``exp((z - max z) / T)`` along ``axis`` in place, removed entries 0; returns ``z``."""
+def _shifted_exp_inplace(z, axis=-1, *, temperature=1.0, mask=None, shift=True):
+    """``exp((z - max z) / T)`` along ``axis`` in place, removed entries 0; returns ``z``.
+
+    ``shift=False`` skips subtracting the maximum, for callers that know every
+    score is small enough for ``exp`` neither to overflow nor to underflow
+    (see :func:`_exp_is_safe`); the ratios it feeds are the same either way.
+    """
     if mask is not None:
         np.copyto(z, -np.inf, where=np.logical_not(mask))
+    if not shift:
+        return np.exp(z, out=z)
     zmax = np.max(z, axis=axis, keepdims=True)
     # A slice with every entry removed has max -inf; use 0 so that exp gives 0, not NaN.
     zmax[~np.isfinite(zmax)] = 0
@@ -115,7 +122,17 @@ def _normalize_inplace(z, kind, *, mask=None):
     return z
 
 
-def _numerators_inplace(z, kind, *, mask=None):
+def _exp_is_safe(bound, m, dtype):
+    """True when scores with ``|s| <= bound`` need no shift before ``exp``.
+
+    Then every ``exp(s)`` is a normal number and a sum of ``m`` of them cannot
+    overflow, so dividing by the sum is as accurate as the shifted softmax.
+    """
+    info = np.finfo(dtype)
+    return bound < min(np.log(info.max) - np.log(m), -np.log(info.tiny)) - 1
+
+
+def _numerators_inplace(z, kind, *, mask=None, shift=True):
     """The weights of :func:`_normalize_inplace` before their per-row division.
 
     Returns ``(z, denominator)``: ``z`` overwritten with the numerators and the
@@ -124,7 +141,7 @@ def _numerators_inplace(z, kind, *, mask=None):
     """
     if kind in ("softmax", "l2"):
         # exp(z - c) over its sum or norm equals exp(z) over its sum or norm: the shift cancels.
-        _shifted_exp_inplace(z, -1, mask=mask)
+        _shifted_exp_inplace(z, -1, mask=mask, shift=shift)
         if kind == "softmax":
             return z, np.sum(z, axis=-1, keepdims=True)
         return z, np.sqrt(np.einsum("...m,...m->...", z, z))[..., None]

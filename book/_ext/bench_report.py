@@ -49,7 +49,7 @@ def setup(app):
             blas = m.get("blas") or {}
             out = [
                 nodes.rubric(text="Where and when"),
-                table(["", ""], [
+                table(["what", "value"], [
                     ["measured", r["date"] + (" (quick run)" if r.get("quick") else "")],
                     ["processor", f"{m['cpu']}, {m['cores']} cores"],
                     ["platform", m["platform"]],
