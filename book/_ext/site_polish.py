@@ -28,6 +28,7 @@ import pkgutil
 import re
 
 ATTNCORE_NAME = re.compile(r"^attncore(\.[A-Za-z_][A-Za-z0-9_]*)+(\(\))?$")
+BARE_CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\(.*\))?$")
 
 
 def api_members():
@@ -126,24 +127,67 @@ def setup(app):
                 unique.append(script)
         context["script_files"] = unique
 
+    def api_ref(target, text):
+        ref = addnodes.pending_xref(
+            "", refdomain="py", reftype="obj", reftarget=target,
+            refexplicit=True, refwarn=True, **{"py:module": None, "py:class": None},
+        )
+        ref += nodes.literal(text, text, classes=["xref", "py", "py-obj"])
+        return ref
+
     class LinkAttncoreNames(SphinxTransform):
-        """``attncore.x.y`` in inline code -> a cross-reference to the API entry."""
+        """Inline code naming an attncore function -> a cross-reference to its API entry.
+
+        ``attncore.x.y`` always links; a bare public name links when written as a
+        call (``rope(x)``) or when it is unmistakable (``permutation_matrix``,
+        with an underscore), so that prose words such as ``softmax`` stay prose.
+        """
 
         default_priority = 400
 
         def apply(self):
+            import attncore
+
+            public = set(attncore.__all__)
             for node in list(self.document.findall(nodes.literal)):
                 if isinstance(node.parent, (nodes.reference, addnodes.pending_xref, nodes.literal_block)):
                     continue
                 text = node.astext()
-                if not ATTNCORE_NAME.match(text):
+                if ATTNCORE_NAME.match(text):
+                    node.replace_self(api_ref(public_name(text.removesuffix("()")), text))
                     continue
-                ref = addnodes.pending_xref(
-                    "", refdomain="py", reftype="obj", reftarget=public_name(text.removesuffix("()")),
-                    refexplicit=True, refwarn=True, **{"py:module": None, "py:class": None},
-                )
-                ref += nodes.literal(text, text, classes=["xref", "py", "py-obj"])
-                node.replace_self(ref)
+                match = BARE_CALL.match(text)
+                if match and match.group(1) in public and (match.group(2) or "_" in match.group(1)):
+                    node.replace_self(api_ref(f"attncore.{match.group(1)}", text))
+
+    class ListAttncoreUsed(SphinxTransform):
+        """End each chapter and notebook page with links to the attncore functions its code uses."""
+
+        default_priority = 410
+
+        def apply(self):
+            import attncore
+
+            docname = self.env.docname
+            if not (docname.startswith("notebooks/") or (docname.startswith("book/") and "/appendix/" not in docname)):
+                return
+            public = set(attncore.__all__)
+            used = set()
+            for block in self.document.findall(nodes.literal_block):
+                code = block.astext()
+                used.update(n for n in re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)\b", code) if n in public and "attncore" in code)
+            if not used:
+                return
+            para = nodes.paragraph()
+            para += nodes.Text("Functions of attncore used on this page: ")
+            for i, name in enumerate(sorted(used, key=str.lower)):
+                if i:
+                    para += nodes.Text(", ")
+                para += api_ref(f"attncore.{name}", name)
+            para += nodes.Text(".")
+            section = next(iter(self.document.findall(nodes.section)), None)
+            (section if section is not None else self.document).append(nodes.rubric(text="attncore on this page"))
+            (section if section is not None else self.document).append(para)
 
     class AttncoreApi(Directive):
         """The API reference of attncore, generated from the package (see module doc)."""
@@ -206,5 +250,6 @@ def setup(app):
     app.connect("html-page-context", dedupe_scripts, priority=900)
     app.connect("missing-reference", resolve_short_names)
     app.add_transform(LinkAttncoreNames)
+    app.add_transform(ListAttncoreUsed)
     app.add_directive("attncore-api", AttncoreApi)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
