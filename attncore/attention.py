@@ -195,9 +195,14 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         bound += np.max(np.abs(bias), initial=0.0, where=np.isfinite(bias))
     shift = not _exp_is_safe(bound, m, q.dtype)
 
+    # One score buffer for all blocks: a fresh (rows, m) array per block would cost page faults.
+    buffer = np.empty(shape[:-2] + (min(rows_per_block, n), m), dtype=np.result_type(q, k))  # (..., rows, m)
+    k_t = np.swapaxes(k, -1, -2)  # (..., k, m)
+
     def block(start):
         stop = min(start + rows_per_block, n)
-        scores = np.matmul(q[..., start:stop, :], np.swapaxes(k, -1, -2))  # (..., rows, m)
+        scores = buffer[..., : stop - start, :]  # (..., rows, m)
+        np.matmul(q[..., start:stop, :], k_t, out=scores)
         if bias is not None:
             scores += _rows(bias, start, stop, n)
         # The per-row division is applied to the (rows, v) output, not the (rows, m) weights.

@@ -102,9 +102,11 @@ def positive_random_features(x, omega, *, stabilizer=None):
     omega : array_like, shape (m, d)
         Projection rows ``w_1 .. w_m``, e.g. from :func:`gaussian_features`.
     stabilizer : {None, "row", "global"}, optional
-        ``None`` (default) returns the features exactly.  ``"row"`` divides
-        each row by its largest feature and ``"global"`` divides everything by
-        the single largest feature.  In linear attention a positive factor per
+        ``None`` (default) returns the features exactly.  ``"row"`` rescales
+        each row by a positive factor so that its largest entry equals
+        ``1 / sqrt(m)``; ``"global"`` rescales all rows (over every leading
+        axis) by one common factor so that the largest entry of the whole
+        array equals ``1 / sqrt(m)``.  In linear attention a positive factor per
         *query* cancels in the normaliser (use ``"row"`` for queries), while
         the keys tolerate only one common factor (``"global"``); pass the
         two maps as ``feature_map`` and ``key_feature_map`` of

@@ -31,9 +31,14 @@ ABSOLUTE_SCHEMES = ("sinusoidal", "learned")
 #: The schemes whose only effect is on the scores before the normaliser.
 SCORE_ONLY_SCHEMES = ("none", "t5", "alibi", "rope")
 #: A probe error below ``SOLVED_RTOL * probe_floor(n)`` counts as "solved".  The
-#: at-floor cells sit at the floor to ~1e-15 relative and the solved ones at
-#: ~1e-22 of it, so 1e-12 lies many orders of magnitude from both.
+#: solved errors of the probe table are far below that line and the at-floor
+#: ones lie within about 1e-11 relative of the floor (the exact figures depend
+#: on the machine's linear algebra), so the line is far from both classes.
 SOLVED_RTOL = 1e-12
+#: A probe error ``e`` with ``|e - probe_floor(n)| <= AT_FLOOR_RTOL * probe_floor(n)``
+#: counts as "at the floor"; rounding moves an at-floor error by a few 1e-12
+#: relative, three orders of magnitude inside this tolerance.
+AT_FLOOR_RTOL = 1e-8
 
 
 def probe_hidden_states(
@@ -236,9 +241,11 @@ def linear_readout(features, targets, *, rcond=None):
     that level cannot be told from rounding and must not be read as position
     information.  A cut-off relative to the centred matrix itself would keep
     them whenever the centred matrix is pure rounding noise.  Adding a
-    constant :math:`c` to every feature leaves the readout unchanged in exact
-    arithmetic, and numerically as long as the genuine variation of the
-    features exceeds ``max(n, d) * eps * ||F + c||_2``.  If every row of
+    constant :math:`c` to every feature does not change the centred features,
+    so an un-truncated affine fit is unchanged; the cut-off moves with
+    :math:`\\lVert F + c \\rVert_2`, so with it the readout is unchanged as
+    long as no singular value of the centred features lies between
+    ``rcond * ||F||_2`` and ``rcond * ||F + c||_2``.  If every row of
     ``features`` is the same, the prediction is the mean of the targets and
     the error is their variance.
 

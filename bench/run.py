@@ -250,48 +250,55 @@ def figures(results):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     FIGURES.mkdir(exist_ok=True)
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    for dtype, marker in (("float32", "o"), ("float64", "s")):
-        for d, style in ((64, "-"), (128, "--")):
-            rows = [r for r in results["attention"] if r["dtype"] == dtype and r["d"] == d]
-            ax.plot([r["n"] for r in rows], [r["ratio"] for r in rows], style, marker=marker, label=f"{dtype}, d={d}")
-    ax.axhline(TARGET_ATTENTION_RATIO, color="grey", lw=0.8, ls=":")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("sequence length n")
-    ax.set_ylabel("attention time / GEMM bound")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(FIGURES / "attention_vs_gemm.png", dpi=110)
-    plt.close(fig)
+
+    def save(name, ylabel, draw):
+        """One figure against the sequence length n: ``draw(ax)`` plots, this labels and writes it."""
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        ns = draw(ax)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlabel("sequence length n")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(FIGURES / name, dpi=110)
+        plt.close(fig)
+
+    def attention_ratios(ax):
+        for dtype, marker in (("float32", "o"), ("float64", "s")):
+            for d, style in ((64, "-"), (128, "--")):
+                rows = [r for r in results["attention"] if r["dtype"] == dtype and r["d"] == d]
+                ax.plot([r["n"] for r in rows], [r["ratio"] for r in rows], style, marker=marker, label=f"{dtype}, d={d}")
+        ax.axhline(TARGET_ATTENTION_RATIO, color="grey", lw=0.8, ls=":")
+        return sorted({r["n"] for r in results["attention"]})
 
     lin = results["linear"]
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    ns = [r["n"] for r in lin["rows"]]
-    ax.loglog(ns, [r["softmax"]["median"] * 1e3 for r in lin["rows"]], "o-", label="softmax attention")
-    ax.loglog(ns, [r["linear"]["median"] * 1e3 for r in lin["rows"]], "s-", label=f"linear attention, {lin['features']} features")
-    ax.axvline(lin["predicted_crossover"], color="grey", ls=":", label="FLOP-model crossover")
-    if lin["measured_crossover"]:
-        ax.axvline(lin["measured_crossover"], color="black", ls="--", lw=0.8, label="measured crossover")
-    ax.set_xlabel("sequence length n")
-    ax.set_ylabel("time (ms)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(FIGURES / "linear_vs_softmax.png", dpi=110)
-    plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    mem = results["memory"]
-    ns = [r["n"] for r in mem]
-    for key, label in (("weights_then_product", "full weight matrix, then A V"), ("attention", "attncore.attention"), ("linear", "linear attention")):
-        ax.loglog(ns, [r[key] / 2**20 for r in mem], "o-", label=label)
-    ax.set_xlabel("sequence length n")
-    ax.set_ylabel("peak memory (MiB)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(FIGURES / "peak_memory.png", dpi=110)
-    plt.close(fig)
+    def linear_times(ax):
+        ns = [r["n"] for r in lin["rows"]]
+        ax.plot(ns, [r["softmax"]["median"] * 1e3 for r in lin["rows"]], "o-", label="softmax attention")
+        ax.plot(ns, [r["linear"]["median"] * 1e3 for r in lin["rows"]], "s-", label=f"linear attention, {lin['features']} features")
+        ax.axvline(lin["predicted_crossover"], color="grey", ls=":", label="FLOP-model crossover")
+        if lin["measured_crossover"]:
+            ax.axvline(lin["measured_crossover"], color="black", ls="--", lw=0.8, label="measured crossover")
+        ax.set_yscale("log")
+        return ns
+
+    def peak_memory(ax):
+        mem = results["memory"]
+        labels = (("weights_then_product", "full weight matrix, then A V"), ("attention", "attncore.attention"), ("linear", "linear attention"))
+        for key, label in labels:
+            ax.plot([r["n"] for r in mem], [r[key] / 2**20 for r in mem], "o-", label=label)
+        ax.set_yscale("log")
+        return [r["n"] for r in mem]
+
+    save("attention_vs_gemm.png", "attention time / GEMM bound", attention_ratios)
+    save("linear_vs_softmax.png", "time (ms)", linear_times)
+    save("peak_memory.png", "peak memory (MiB)", peak_memory)
 
 
 def main(argv=None):

@@ -81,13 +81,16 @@ def test_stabilizers_do_not_change_linear_attention():
     assert np.allclose(fq.max(axis=-1), 1 / math.sqrt(32)) and np.isclose(fk.max(), 1 / math.sqrt(32))
     row = lambda x: positive_random_features(x, w, stabilizer="row")  # noqa: E731
     glob = lambda x: positive_random_features(x, w, stabilizer="global")  # noqa: E731
+    exact = {}
     for causal in (False, True):
-        exact = linear_attention(q, k, v, lambda x: positive_random_features(x, w), causal=causal)
+        exact[causal] = linear_attention(q, k, v, lambda x: positive_random_features(x, w), causal=causal)
         stable = linear_attention(q, k, v, row, causal=causal, chunk=4, key_feature_map=glob)
-        np.testing.assert_allclose(stable, exact, rtol=1e-10)
-        np.testing.assert_allclose(linear_attention_weights(q, k, row, causal=causal, key_feature_map=glob) @ v, exact, rtol=1e-10)
-    # The per-row factor is NOT allowed on the keys: it changes the output.
-    assert not np.allclose(linear_attention(q, k, v, row, key_feature_map=row), exact, rtol=1e-6)
+        np.testing.assert_allclose(stable, exact[causal], rtol=1e-10)
+        weights = linear_attention_weights(q, k, row, causal=causal, key_feature_map=glob)
+        np.testing.assert_allclose(weights @ v, exact[causal], rtol=1e-10)
+        # The per-row factor is NOT allowed on the keys: it changes the output (same mask as the reference).
+        wrong = linear_attention(q, k, v, row, causal=causal, key_feature_map=row)
+        assert not np.allclose(wrong, exact[causal], rtol=1e-6)
 
 
 @given(seeds, st.integers(1, 64), st.integers(1, 10), st.floats(0.0, 30.0), st.booleans(), st.booleans())

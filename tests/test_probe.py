@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 from attncore import NORMALIZERS, attention, attention_weights, causal_mask, toeplitz
 from attncore.probe import (
     ABSOLUTE_SCHEMES,
+    AT_FLOOR_RTOL,
     PROBE_SCHEMES,
     SCORE_ONLY_SCHEMES,
     SOLVED_RTOL,
@@ -160,7 +161,7 @@ def test_symmetric_bias_cannot_tell_i_from_mirror(seed, normalize, scheme):
     h = probe_hidden_states(8, np.random.default_rng(seed), scheme=scheme, normalize=normalize, **SMALL)
     np.testing.assert_allclose(h, h[::-1], rtol=0, atol=1e-9)
     _, mse = linear_readout(h, np.arange(1.0, 9.0))
-    assert math.isclose(mse, probe_floor(8), rel_tol=1e-9)
+    assert math.isclose(mse, probe_floor(8), rel_tol=AT_FLOOR_RTOL)
 
 
 @pytest.mark.parametrize("scheme", ABSOLUTE_SCHEMES + ("shaw",))
@@ -190,7 +191,7 @@ def test_causal_model_without_positions(normalize, seed):
     h = probe_hidden_states(12, np.random.default_rng(seed), scheme="none", normalize=normalize, causal=True)
     _, mse = linear_readout(h, np.arange(1.0, 13.0))
     if normalize == "softmax":
-        assert math.isclose(mse, probe_floor(12), rel_tol=1e-9)
+        assert math.isclose(mse, probe_floor(12), rel_tol=AT_FLOOR_RTOL)
     else:
         assert mse < SOLVED_RTOL * probe_floor(12)
 
@@ -218,7 +219,7 @@ def test_symmetric_urpe_on_symmetric_bias_stays_at_floor(seed):
     h = probe_hidden_states(8, np.random.default_rng(seed), scheme="alibi", urpe="symmetric", **SMALL)
     np.testing.assert_allclose(h, h[::-1], rtol=0, atol=1e-9)
     _, mse = linear_readout(h, np.arange(1.0, 9.0))
-    assert math.isclose(mse, probe_floor(8), rel_tol=1e-9)
+    assert math.isclose(mse, probe_floor(8), rel_tol=AT_FLOOR_RTOL)
     h = probe_hidden_states(8, np.random.default_rng(seed), scheme="alibi", urpe=True, **SMALL)
     assert not np.allclose(h, h[::-1], rtol=0, atol=1e-9)  # a generic C breaks the symmetry
 
@@ -295,7 +296,7 @@ def test_readout_ignores_rounding_noise_but_keeps_small_directions():
     y = np.arange(1.0, 17.0)
     base = np.tile(rng.normal(size=32), (16, 1))
     noisy = base * (1 + 2e-16 * rng.choice([-1.0, 1.0], size=base.shape))
-    assert math.isclose(linear_readout(noisy, y)[1], probe_floor(16), rel_tol=1e-9)
+    assert math.isclose(linear_readout(noisy, y)[1], probe_floor(16), rel_tol=AT_FLOOR_RTOL)
     # ... while a genuine direction at 1e-8 of the scale is read
     small = base + 1e-8 * rng.normal(size=(16, 32))
     assert linear_readout(small, y)[1] < SOLVED_RTOL * probe_floor(16)
