@@ -38,11 +38,6 @@ def as_float_array(x, name: str) -> np.ndarray:
     )
 
 
-def result_dtype(*arrays: np.ndarray) -> np.dtype:
-    """The floating dtype of a computation over ``arrays`` (float32 stays float32)."""
-    return np.result_type(*arrays)
-
-
 def check_shape(x: np.ndarray, name: str, spec: ShapeSpec) -> None:
     """Raise ``ValueError`` unless ``x.shape`` matches ``spec``.
 

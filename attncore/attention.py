@@ -78,8 +78,11 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     >>> bool(np.allclose(np.linalg.norm(a, axis=-1), 1.0))
     True
     """
-    q, k, mask, bias, shape = _prepare(q, k, mask, bias, scale, normalize)
-    return _weights(q, k, mask, bias, normalize)
+    q, k, mask, bias, _ = _prepare(q, k, mask, bias, scale, normalize)
+    scores = np.matmul(q, np.swapaxes(k, -1, -2))  # (..., n, m)
+    if bias is not None:
+        scores += bias
+    return _normalize_inplace(scores, normalize, mask=mask)
 
 
 def _prepare(q, k, mask, bias, scale, normalize):
@@ -108,14 +111,6 @@ def _prepare(q, k, mask, bias, scale, normalize):
         check_finite(bias, "bias")
     # Scaling q (n x k numbers) is cheaper than scaling the scores (n x m).
     return q * q.dtype.type(scale), k, mask, bias, shape
-
-
-def _weights(q, k, mask, bias, normalize):
-    """Weights from validated, already scaled arguments (a block of query rows or all)."""
-    scores = np.matmul(q, np.swapaxes(k, -1, -2))  # (..., n, m)
-    if bias is not None:
-        scores += bias
-    return _normalize_inplace(scores, normalize, mask=mask)
 
 
 def _rows(a, start, stop, n):
