@@ -291,8 +291,9 @@ def linear_readout(features, targets, *, rcond=None):
     >>> bool(mse < 1e-20)
     True
     """
-    f = as_float_array(features, "features", ("n", "d"))
-    y = as_float_array(targets, "targets", (f.shape[0],), match=("features", f))
+    # The fit runs in float64 (numpy's SVD has no float16, and the cut-off is float64's).
+    f = as_float_array(features, "features", ("n", "d")).astype(np.float64, copy=False)
+    y = as_float_array(targets, "targets", (f.shape[0],), match=("features", f)).astype(np.float64, copy=False)
     if rcond is None:
         rcond = max(f.shape) * np.finfo(np.float64).eps
     elif isinstance(rcond, bool) or not isinstance(rcond, (int, float, np.integer, np.floating)):
