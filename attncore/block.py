@@ -64,7 +64,9 @@ def ffn(x, w1, b1, w2, b2):
     True
     """
     x = as_float_array(x, "x", ("...", "n", "d"))
-    w2 = as_float_array(w2, "w2", ("f", x.shape[-1]), match=("x", x))
+    w1 = as_float_array(w1, "w1", (x.shape[-1], "f"), match=("x", x))
+    # Checked here, not inside the second linear(), whose "x" is the hidden layer the caller never saw.
+    w2 = as_float_array(w2, "w2", (w1.shape[-1], x.shape[-1]), match=("w1", w1))
     hidden = np.maximum(linear(x, w1, b1, name="w1"), 0)  # (..., n, f)
     return linear(hidden, w2, b2, name="w2")  # (..., n, d)
 

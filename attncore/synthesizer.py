@@ -92,6 +92,9 @@ def dense_features(x, w1, w2, *, b1=None, b2=None):
     True
     """
     x = as_float_array(x, "x", ("...", "n", "d"))
+    w1 = as_float_array(w1, "w1", (x.shape[-1], "f"), match=("x", x))
+    # Checked here, not inside the second linear(), whose "x" is the hidden layer the caller never saw.
+    as_float_array(w2, "w2", (w1.shape[-1], "e"), match=("w1", w1))
     hidden = np.maximum(linear(x, w1, b1, name="w1"), 0.0)  # (..., n, f)
     return linear(hidden, w2, b2, name="w2")  # (..., n, e)
 
