@@ -78,6 +78,13 @@ class BlockParams(NamedTuple):
     ``b_q, b_k, b_v, b_o, b2, gamma1, beta1, gamma2, beta2 (d,)``; ``b1 (f,)``.
     LN 1 follows (post-LN), precedes (pre-LN) or closes the branch of (branch-LN)
     attention; LN 2 does the same for the FFN.
+
+    Raises
+    ------
+    TypeError
+        If one of the six weights is missing or an unknown field is given.
+        The contents are not checked here but by :func:`transformer_block`,
+        whose errors name the field (``params.gamma1``).
     """
 
     w_q: np.ndarray
