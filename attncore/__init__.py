@@ -29,7 +29,10 @@ masks mean "may attend": ``True`` keeps an entry, ``False`` removes it.
 Randomness is always an explicit ``numpy.random.Generator``.
 
 Bad input raises ``ValueError`` (wrong shape or value) or ``TypeError`` (wrong
-kind of array) with a message that names the argument and the shapes.
+kind of argument) with a short message that names the argument and the shapes.
+NaN and infinities are rejected unless documented (``-inf`` in a bias, score or
+logit means "masked"); counts must be integers, and scalars must be real numbers
+representable in the dtype they are used in (see :mod:`attncore._checks`).
 """
 
 from attncore.attention import (

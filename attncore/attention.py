@@ -10,10 +10,11 @@ from attncore._checks import (
     as_float_array,
     batch_shape,
     check_broadcastable,
+    check_choice,
     check_count,
-    check_finite,
+    check_fits,
     check_mask,
-    check_shape,
+    check_real,
 )
 from attncore.linear import linear
 from attncore.softmax import NORMALIZERS, _exp_is_safe, _normalize_inplace, _numerators_inplace
@@ -33,9 +34,12 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
         Masked weights are exactly 0; a query with no key left gets a row of 0.
     bias : array_like, optional
         Broadcastable to ``(..., n, m)``; added to the scaled scores before
-        the softmax (a relative-position table, ALiBi, ...).
+        the softmax (a relative-position table, ALiBi, ...).  An entry
+        ``-inf`` means "masked" (weight exactly 0, as with ``mask``); NaN and
+        ``+inf`` are errors.
     scale : float, optional
-        Multiplies ``q k^T``; ``1 / sqrt(k)`` by default.
+        Multiplies ``q k^T``; ``1 / sqrt(k)`` by default.  A real number,
+        finite in the dtype of the scores (``result_type(q, k)``).
     normalize : {"softmax", "l2", "relu2", "none"}, optional
         How a row of scores ``s`` becomes a row of weights: ``"softmax"``,
         ``exp(s) / sum(exp(s))`` (rows sum to 1); ``"l2"``,
@@ -46,6 +50,21 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     -------
     ndarray, shape (..., n, m)
         Row ``i`` holds the weights query ``i`` gives to every key.
+
+    Raises
+    ------
+    TypeError
+        If ``q``, ``k`` or ``bias`` is not an array of real numbers (bool,
+        complex, strings), ``scale`` is not a real number, or ``mask`` is not
+        boolean.
+    ValueError
+        If ``q`` is not ``(..., n, k)``, ``k`` not ``(..., m, k)`` or their
+        batch axes do not broadcast; if ``q`` or ``k`` holds NaN or ``+-inf``,
+        or ``bias`` NaN or ``+inf``; if ``mask`` or ``bias`` does not
+        broadcast to ``(..., n, m)``; if ``scale`` is not finite in the dtype
+        of the scores, or ``q * scale`` overflows; if a float64 ``bias``
+        overflows the dtype of the scores; if ``k = 0`` and no ``scale`` is
+        given; if ``normalize`` is not one of :data:`attncore.NORMALIZERS`.
 
     Notes
     -----
@@ -90,27 +109,33 @@ def _prepare(q, k, mask, bias, scale, normalize):
 
     Returns ``(q * scale, k, mask, bias, shape of the scores)``.
     """
-    q = as_float_array(q, "q")
-    k = as_float_array(k, "k")
-    check_shape(q, "q", ("...", "n", "k"))
-    check_shape(k, "k", ("...", "m", q.shape[-1]))
-    check_finite(q, "q")
-    check_finite(k, "k")
+    q = as_float_array(q, "q", ("...", "n", "k"))
+    k = as_float_array(k, "k", ("...", "m", q.shape[-1]), match=("q", q))
     shape = batch_shape(("q", q, 2), ("k", k, 2)) + (q.shape[-2], k.shape[-2])
+    dtype = np.result_type(q, k)  # the dtype of the scores
     if scale is None:
+        if q.shape[-1] == 0:
+            raise ValueError(
+                f"q and k have width k = 0 (q of shape {q.shape}), so the default scale "
+                "1/sqrt(k) is undefined; pass scale explicitly or give them features"
+            )
         scale = 1.0 / math.sqrt(q.shape[-1])
-    elif not math.isfinite(scale):
-        raise ValueError(f"scale must be a finite number, got {scale}")
-    if normalize not in NORMALIZERS:
-        raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}, got {normalize!r}")
+    else:
+        scale = float(check_real(scale, "scale", dtype))
+    check_choice(normalize, "normalize", NORMALIZERS)
     if mask is not None:
         mask = check_mask(mask, shape, "the scores (..., n, m)")
     if bias is not None:
-        bias = as_float_array(bias, "bias")
+        # -inf in the bias is a documented "masked"; NaN and +inf are errors.
+        bias = as_float_array(bias, "bias", finite="-inf")
         check_broadcastable(bias, "bias", shape, "the scores (..., n, m)")
-        check_finite(bias, "bias")
+        check_fits(bias, "bias", dtype)
     # Scaling q (n x k numbers) is cheaper than scaling the scores (n x m).
-    return q * q.dtype.type(scale), k, mask, bias, shape
+    with np.errstate(over="ignore"):
+        scaled = q * q.dtype.type(scale)
+    if not np.all(np.isfinite(scaled)):
+        raise ValueError(f"q * scale overflows {q.dtype} (scale = {scale:.4g}, q of shape {q.shape}); scale q down")
+    return scaled, k, mask, bias, shape
 
 
 def _rows(a, start, stop, n):
@@ -149,6 +174,17 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         Row ``i`` is the average of the values weighted by row ``i`` of
         :func:`attention_weights`; it is 0 for a query whose keys are all masked.
 
+    Raises
+    ------
+    TypeError
+        As :func:`attention_weights`, and if ``v`` or ``reweight`` is not an
+        array of real numbers.
+    ValueError
+        As :func:`attention_weights`, and if ``v`` is not ``(..., m, v)`` or
+        holds NaN or ``+-inf``, or ``reweight`` does not broadcast to
+        ``(..., n, m)``, holds NaN or ``+-inf``, or (float64) overflows the
+        dtype of the scores.
+
     Notes
     -----
     .. math::
@@ -170,13 +206,11 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     True
     """
     q, k, mask, bias, shape = _prepare(q, k, mask, bias, scale, normalize)
-    v = as_float_array(v, "v")
-    check_shape(v, "v", ("...", k.shape[-2], "v"))
-    check_finite(v, "v")
+    v = as_float_array(v, "v", ("...", k.shape[-2], "v"), match=("k", k))
     if reweight is not None:
         reweight = as_float_array(reweight, "reweight")
         check_broadcastable(reweight, "reweight", shape, "the weights (..., n, m)")
-        check_finite(reweight, "reweight")
+        check_fits(reweight, "reweight", np.result_type(q, k))
     batch = batch_shape(("q", q, 2), ("k", k, 2), ("v", v, 2))
     n, m = shape[-2], shape[-1]
     out = np.empty(batch + (n, v.shape[-1]), dtype=np.result_type(q, k, v))  # (..., n, v)
@@ -219,6 +253,24 @@ def split_heads(x, num_heads):
 
     Head ``i`` takes the feature columns ``i*d/h`` to ``(i+1)*d/h - 1``.
 
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    num_heads : int
+        ``h``, a divisor of ``d``.
+
+    Returns
+    -------
+    ndarray, shape (..., h, n, d/h)
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of real numbers or ``num_heads`` is not an integer.
+    ValueError
+        If ``x`` has fewer than 2 axes or holds NaN or ``+-inf``, or
+        ``num_heads`` is not a positive divisor of ``d``.
+
     Examples
     --------
     >>> import numpy as np
@@ -229,8 +281,7 @@ def split_heads(x, num_heads):
     >>> bool(np.array_equal(merge_heads(split_heads(x, 3)), x))
     True
     """
-    x = np.asarray(x)
-    check_shape(x, "x", ("...", "n", "d"))
+    x = as_float_array(x, "x", ("...", "n", "d"))
     h = _num_heads(num_heads, x.shape[-1])
     x = x.reshape(*x.shape[:-1], h, x.shape[-1] // h)  # (..., n, h, k)
     return np.swapaxes(x, -2, -3)  # (..., h, n, k)
@@ -240,9 +291,23 @@ def merge_heads(x):
     """Concatenate heads back into features: ``(..., h, n, k) -> (..., n, h*k)``.
 
     The inverse of :func:`split_heads`.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., h, n, k)
+
+    Returns
+    -------
+    ndarray, shape (..., n, h*k)
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of real numbers.
+    ValueError
+        If ``x`` has fewer than 3 axes or holds NaN or ``+-inf``.
     """
-    x = np.asarray(x)
-    check_shape(x, "x", ("...", "h", "n", "k"))
+    x = as_float_array(x, "x", ("...", "h", "n", "k"))
     x = np.swapaxes(x, -2, -3)  # (..., n, h, k)
     return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])  # (..., n, h*k)
 
@@ -285,6 +350,18 @@ def multi_head_attention(
     -------
     ndarray, shape (..., n, d)
 
+    Raises
+    ------
+    TypeError
+        If ``x``, ``context``, a weight or a bias is not an array of real
+        numbers, ``num_heads`` is not an integer, or ``mask`` is not boolean.
+    ValueError
+        If ``x`` is not ``(..., n, d)`` with ``d >= 1``, ``context`` not
+        ``(..., m, d)``, a weight not ``(d, d)`` or a bias not ``(d,)`` (each
+        named as passed: ``w_q``, ``b_k``...); if any of them holds NaN or
+        ``+-inf``; if ``num_heads`` is not a positive divisor of ``d``; if
+        ``mask`` does not broadcast to ``(..., n, m)``.
+
     Notes
     -----
     With :math:`Q = XW_Q + b_Q`, :math:`K = CW_K + b_K`, :math:`V = CW_V + b_V`
@@ -310,14 +387,18 @@ def multi_head_attention(
     ...                  multi_head_attention(x, *w, 2)[perm]))
     True
     """
-    x = as_float_array(x, "x")
-    check_shape(x, "x", ("...", "n", "d"))
+    x = as_float_array(x, "x", ("...", "n", "d"))
     d = x.shape[-1]
-    context = x if context is None else as_float_array(context, "context")
-    check_shape(context, "context", ("...", "m", d))
+    if d == 0:
+        raise ValueError(f"x must have at least one feature (d >= 1), got shape {x.shape}")
+    context = x if context is None else as_float_array(context, "context", ("...", "m", d))
     h = _num_heads(num_heads, d)
+    # Every parameter is checked here, under the caller's name, before linear() sees it.
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
-        check_shape(as_float_array(w, name), name, (d, d))
+        as_float_array(w, name, (d, d))
+    for name, b in (("b_q", b_q), ("b_k", b_k), ("b_v", b_v), ("b_o", b_o)):
+        if b is not None:
+            as_float_array(b, name, (d,))
     shape = batch_shape(("x", x, 2), ("context", context, 2)) + (x.shape[-2], context.shape[-2])
     if mask is not None:
         mask = check_mask(mask, shape, "the scores (..., n, m)")

@@ -6,7 +6,14 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from attncore._checks import as_float_array, check_shape
+from attncore._checks import (
+    as_float_array,
+    check_bool,
+    check_choice,
+    check_count,
+    check_float_dtype,
+    check_generator,
+)
 from attncore.attention import multi_head_attention
 from attncore.linear import linear
 from attncore.norms import layer_norm
@@ -26,6 +33,15 @@ def ffn(x, w1, b1, w2, b2):
     Returns
     -------
     ndarray, shape (..., n, d)
+
+    Raises
+    ------
+    TypeError
+        If an argument is not an array of real numbers.
+    ValueError
+        If the shapes do not chain (``x`` ``(..., n, d)``, ``w1`` ``(d, f)``,
+        ``b1`` ``(f,)``, ``w2`` ``(f, d)``, ``b2`` ``(d,)``) or an argument
+        holds NaN or ``+-inf``.
 
     Notes
     -----
@@ -47,10 +63,10 @@ def ffn(x, w1, b1, w2, b2):
     >>> bool(np.allclose(ffn(x, w1, b1, w2, b2)[1], ffn(x[1:2], w1, b1, w2, b2)[0]))
     True
     """
-    x = as_float_array(x, "x")
-    check_shape(x, "x", ("...", "n", "d"))
-    w2 = as_float_array(w2, "w2")
-    check_shape(w2, "w2", ("f", x.shape[-1]))
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    w1 = as_float_array(w1, "w1", (x.shape[-1], "f"), match=("x", x))
+    # Checked here, not inside the second linear(), whose "x" is the hidden layer the caller never saw.
+    w2 = as_float_array(w2, "w2", (w1.shape[-1], x.shape[-1]), match=("w1", w1))
     hidden = np.maximum(linear(x, w1, b1, name="w1"), 0)  # (..., n, f)
     return linear(hidden, w2, b2, name="w2")  # (..., n, d)
 
@@ -62,6 +78,13 @@ class BlockParams(NamedTuple):
     ``b_q, b_k, b_v, b_o, b2, gamma1, beta1, gamma2, beta2 (d,)``; ``b1 (f,)``.
     LN 1 follows (post-LN), precedes (pre-LN) or closes the branch of (branch-LN)
     attention; LN 2 does the same for the FFN.
+
+    Raises
+    ------
+    TypeError
+        If one of the six weights is missing or an unknown field is given.
+        The contents are not checked here but by :func:`transformer_block`,
+        whose errors name the field (``params.gamma1``).
     """
 
     w_q: np.ndarray
@@ -100,9 +123,21 @@ def init_block_params(d, d_ff, rng, *, bias=True, dtype=np.float64):
     Returns
     -------
     BlockParams
+
+    Raises
+    ------
+    TypeError
+        If ``d`` or ``d_ff`` is not an integer, ``rng`` not a
+        ``numpy.random.Generator``, ``bias`` not a bool, or ``dtype`` not a
+        floating dtype (an integer dtype would truncate every weight to 0).
+    ValueError
+        If ``d`` or ``d_ff`` is below 1.
     """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    d = check_count(d, "d")
+    d_ff = check_count(d_ff, "d_ff")
+    check_generator(rng)
+    bias = check_bool(bias, "bias")
+    dtype = check_float_dtype(dtype)
 
     def normal(shape, std):
         return (std * rng.standard_normal(shape)).astype(dtype)
@@ -147,6 +182,19 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
     -------
     ndarray, shape (..., n, d)
 
+    Raises
+    ------
+    TypeError
+        If ``params`` is not a :class:`BlockParams`, a field of it or ``x``
+        is not an array of real numbers, ``num_heads`` is not an integer, or
+        ``mask`` is not boolean.
+    ValueError
+        If ``placement`` is not one of the three; if a field of ``params``
+        (named ``params.<field>`` in the message) has the wrong shape for the
+        width ``d`` of ``x`` or holds NaN or ``+-inf``; if ``x`` does; if
+        ``num_heads`` does not divide ``d``; if ``mask`` does not broadcast to
+        ``(..., n, n)``.
+
     Notes
     -----
     Post-LN (the original Transformer):
@@ -177,9 +225,9 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
     """
     if not isinstance(params, BlockParams):
         raise TypeError(f"params must be a BlockParams, got {type(params).__name__}")
-    if placement not in ("post", "pre", "branch"):
-        raise ValueError(f'placement must be "post", "pre" or "branch", got {placement!r}')
-    p = params
+    check_choice(placement, "placement", ("post", "pre", "branch"))
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    p = _checked_params(params, x.shape[-1])
 
     def mha(z):
         return multi_head_attention(
@@ -193,7 +241,6 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
     def ln2(z):
         return layer_norm(z, p.gamma2, p.beta2)
 
-    x = as_float_array(x, "x")
     if placement == "post":
         h = ln1(x + mha(x))
         return ln2(h + ffn(h, p.w1, p.b1, p.w2, p.b2))
@@ -202,3 +249,17 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
         return h + ln2(ffn(h, p.w1, p.b1, p.w2, p.b2))
     h = x + mha(ln1(x))
     return h + ffn(ln2(h), p.w1, p.b1, p.w2, p.b2)
+
+
+def _checked_params(params, d):
+    """Validate every field of ``params`` against the width ``d``, under its field name."""
+    if params.w1 is None or params.w2 is None:
+        raise ValueError("params.w1 and params.w2 must be arrays, got None")
+    f = as_float_array(params.w1, "params.w1", (d, "f")).shape[-1]
+    shapes = {"w_q": (d, d), "w_k": (d, d), "w_v": (d, d), "w_o": (d, d), "w1": (d, f), "w2": (f, d), "b1": (f,)}
+    checked = {}
+    for field, value in zip(params._fields, params):
+        if value is None and field.startswith("w"):
+            raise ValueError(f"params.{field} must be an array of shape {shapes[field]}, got None")
+        checked[field] = None if value is None else as_float_array(value, f"params.{field}", shapes.get(field, (d,)))
+    return BlockParams(**checked)

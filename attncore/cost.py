@@ -21,6 +21,13 @@ def matmul_flops(a, b, c):
     Each of the ``a c`` entries is a dot product of length ``b``: ``b``
     multiplications and ``b - 1`` additions.
 
+    Raises
+    ------
+    TypeError
+        If ``a``, ``b`` or ``c`` is not an integer.
+    ValueError
+        If any of them is below 1.
+
     Examples
     --------
     >>> from attncore.cost import matmul_flops
@@ -50,6 +57,13 @@ def block_flops(n, d, *, m=None, num_heads=1, d_ff=None):
     -------
     dict of str to int
         One entry per stage of :data:`STAGES`, in order.
+
+    Raises
+    ------
+    TypeError
+        If a size is not an integer (floats, bools and strings are not sizes).
+    ValueError
+        If a size is below 1 or ``num_heads`` does not divide ``d``.
 
     Notes
     -----

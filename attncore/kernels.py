@@ -17,7 +17,14 @@ import math
 
 import numpy as np
 
-from attncore._checks import as_float_array, batch_shape, check_count, check_finite, check_shape
+from attncore._checks import (
+    as_float_array,
+    batch_shape,
+    check_bool,
+    check_choice,
+    check_count,
+    check_generator,
+)
 
 #: The largest number of entries a deterministic feature map may return
 #: (``2**24`` float64 numbers are 128 MiB); larger requests raise ``ValueError``.
@@ -46,6 +53,14 @@ def gaussian_features(m, d, rng, *, orthogonal=False):
     -------
     ndarray, shape (m, d)
 
+    Raises
+    ------
+    TypeError
+        If ``m`` or ``d`` is not an integer, ``rng`` not a
+        ``numpy.random.Generator``, or ``orthogonal`` not a bool.
+    ValueError
+        If ``m`` or ``d`` is below 1.
+
     Notes
     -----
     A standard normal vector :math:`\\omega \\in \\mathbb{R}^d` is a uniformly
@@ -68,9 +83,8 @@ def gaussian_features(m, d, rng, *, orthogonal=False):
     """
     m = check_count(m, "m")
     d = check_count(d, "d")
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    if not orthogonal:
+    check_generator(rng)
+    if not check_bool(orthogonal, "orthogonal"):
         return rng.standard_normal((m, d))  # (m, d)
     blocks = []
     for _ in range(-(-m // d)):
@@ -83,12 +97,10 @@ def gaussian_features(m, d, rng, *, orthogonal=False):
 
 
 def _check_omega(x, omega):
-    x = as_float_array(x, "x")
-    omega = as_float_array(omega, "omega")
-    check_shape(x, "x", ("...", "n", "d"))
-    check_shape(omega, "omega", ("m", x.shape[-1]))
-    check_finite(x, "x")
-    check_finite(omega, "omega")
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    omega = as_float_array(omega, "omega", ("m", x.shape[-1]), match=("x", x))
+    if omega.shape[0] == 0:
+        raise ValueError(f"omega must have at least one row (m >= 1 features), got shape {omega.shape}")
     return x, omega
 
 
@@ -116,6 +128,15 @@ def positive_random_features(x, omega, *, stabilizer=None):
     -------
     ndarray, shape (..., n, m)
         Positive features.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` or ``omega`` is not an array of real numbers.
+    ValueError
+        If ``x`` is not ``(..., n, d)``, ``omega`` not ``(m, d)`` with
+        ``m >= 1``, either holds NaN or ``+-inf``, or ``stabilizer`` is not
+        None, ``"row"`` or ``"global"``.
 
     Notes
     -----
@@ -149,6 +170,7 @@ def positive_random_features(x, omega, *, stabilizer=None):
     (True, True)
     """
     x, omega = _check_omega(x, omega)
+    check_choice(stabilizer, "stabilizer", (None, "row", "global"))
     dtype = np.result_type(x, omega)
     exponent = x @ omega.T.astype(dtype, copy=False)  # (..., n, m)
     # The factor 1/sqrt(m) enters the exponent as -log(m)/2: one pass less over (n, m).
@@ -177,6 +199,14 @@ def trig_random_features(x, omega):
     ndarray, shape (..., n, 2m)
         The ``m`` cosines, then the ``m`` sines, all times
         ``exp(|x|^2 / 2) / sqrt(m)``.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` or ``omega`` is not an array of real numbers.
+    ValueError
+        If ``x`` is not ``(..., n, d)``, ``omega`` not ``(m, d)`` with
+        ``m >= 1``, or either holds NaN or ``+-inf``.
 
     Notes
     -----
@@ -235,6 +265,15 @@ def taylor_features(x, order, *, max_entries=MAX_FEATURE_ENTRIES):
         The blocks ``x^{(x) p} / sqrt(p!)`` for ``p = 0 .. order``, each the
         flattened ``p``-fold tensor (outer) power of ``x`` in C order.
 
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of real numbers or ``order`` /
+        ``max_entries`` not integers.
+    ValueError
+        If ``x`` is not ``(..., n, d)`` or holds NaN or ``+-inf``; if ``order``
+        is negative; if the result would exceed ``max_entries``.
+
     Notes
     -----
     :math:`(q\\cdot k)^p = \\sum_{i_1..i_p} (q_{i_1}\\cdots q_{i_p})(k_{i_1}\\cdots k_{i_p})
@@ -254,10 +293,9 @@ def taylor_features(x, order, *, max_entries=MAX_FEATURE_ENTRIES):
     >>> f.shape, bool(np.isclose((f @ g.T)[0, 0], 1 + s + s**2 / 2))
     ((1, 13), True)
     """
-    x = as_float_array(x, "x")
-    check_shape(x, "x", ("...", "n", "d"))
-    check_finite(x, "x")
+    x = as_float_array(x, "x", ("...", "n", "d"))
     order = check_count(order, "order", minimum=0)
+    max_entries = check_count(max_entries, "max_entries", minimum=0)
     d = x.shape[-1]
     _check_size(x, sum(d**p for p in range(order + 1)), f"taylor_features(order={order})", max_entries)
     block = np.ones(x.shape[:-1] + (1,), dtype=x.dtype)  # (..., n, 1)
@@ -287,6 +325,15 @@ def exp_limit_features(x, n, *, max_entries=MAX_FEATURE_ENTRIES):
     -------
     ndarray, shape (..., l, (d + 1)**n)
 
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of real numbers or ``n`` / ``max_entries``
+        not integers.
+    ValueError
+        If ``x`` is not ``(..., l, d)`` or holds NaN or ``+-inf``; if
+        ``n < 1``; if the result would exceed ``max_entries``.
+
     Notes
     -----
     With :math:`y = (1, x/\\sqrt{n})`, :math:`y_q\\cdot y_k = 1 + q\\cdot k/n`
@@ -307,10 +354,9 @@ def exp_limit_features(x, n, *, max_entries=MAX_FEATURE_ENTRIES):
     >>> f.shape, bool(np.isclose((f @ g.T)[0, 0], (1 + s / 3) ** 3))
     ((1, 27), True)
     """
-    x = as_float_array(x, "x")
-    check_shape(x, "x", ("...", "l", "d"))
-    check_finite(x, "x")
+    x = as_float_array(x, "x", ("...", "l", "d"))
     n = check_count(n, "n")
+    max_entries = check_count(max_entries, "max_entries", minimum=0)
     d = x.shape[-1]
     _check_size(x, (d + 1) ** n, f"exp_limit_features(n={n})", max_entries)
     ones = np.ones(x.shape[:-1] + (1,), dtype=x.dtype)
@@ -322,27 +368,25 @@ def exp_limit_features(x, n, *, max_entries=MAX_FEATURE_ENTRIES):
 
 
 def _features(q, k, feature_map, key_feature_map):
+    if not callable(feature_map):
+        raise TypeError(f"feature_map must be callable, got {type(feature_map).__name__}")
     if key_feature_map is None:
         key_feature_map, key_name = feature_map, "feature_map(k)"
     else:
         if not callable(key_feature_map):
             raise TypeError(f"key_feature_map must be callable or None, got {type(key_feature_map).__name__}")
         key_name = "key_feature_map(k)"
-    fq = as_float_array(feature_map(q), "feature_map(q)")
-    fk = as_float_array(key_feature_map(k), key_name)
-    check_shape(fq, "feature_map(q)", ("...", q.shape[-2], "D"))
-    check_shape(fk, key_name, ("...", k.shape[-2], fq.shape[-1]))
+    fq = as_float_array(feature_map(q), "feature_map(q)", ("...", q.shape[-2], "D"))
+    fk = as_float_array(key_feature_map(k), key_name, ("...", k.shape[-2], fq.shape[-1]))
     return fq, fk
 
 
 def _validate_qkv(q, k, v, causal):
-    q = as_float_array(q, "q")
-    k = as_float_array(k, "k")
-    check_shape(q, "q", ("...", "n", "k"))
-    check_shape(k, "k", ("...", "m", q.shape[-1]))
+    q = as_float_array(q, "q", ("...", "n", "k"))
+    k = as_float_array(k, "k", ("...", "m", q.shape[-1]), match=("q", q))
+    causal = check_bool(causal, "causal")
     if v is not None:
-        v = as_float_array(v, "v")
-        check_shape(v, "v", ("...", k.shape[-2], "v"))
+        v = as_float_array(v, "v", ("...", k.shape[-2], "v"), match=("k", k))
         batch_shape(("q", q, 2), ("k", k, 2), ("v", v, 2))
     else:
         batch_shape(("q", q, 2), ("k", k, 2))
@@ -372,6 +416,18 @@ def linear_attention_weights(q, k, feature_map, *, causal=False, key_feature_map
     Returns
     -------
     ndarray, shape (..., n, m)
+
+    Raises
+    ------
+    TypeError
+        If ``q``, ``k`` is not an array of real numbers, ``feature_map``
+        (or ``key_feature_map``) is not callable, ``causal`` is not a bool, or
+        a feature map returns something other than an array of real numbers.
+    ValueError
+        If the shapes do not match (``q`` ``(..., n, k)``, ``k``
+        ``(..., m, k)``); if an input holds NaN or ``+-inf``; if the
+        features of ``q`` and ``k`` differ in width, have the wrong number of
+        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``.
 
     Notes
     -----
@@ -433,6 +489,18 @@ def linear_attention(q, k, v, feature_map, *, causal=False, chunk=64, key_featur
     ndarray, shape (..., n, v)
         Equal to ``linear_attention_weights(q, k, feature_map, causal=causal) @ v``
         without forming the ``(n, m)`` matrix.
+
+    Raises
+    ------
+    TypeError
+        If ``q``, ``k`` or ``v`` is not an array of real numbers, ``feature_map``
+        (or ``key_feature_map``) is not callable, ``causal`` is not a bool, ``chunk`` not an integer, or
+        a feature map returns something other than an array of real numbers.
+    ValueError
+        If the shapes do not match (``q`` ``(..., n, k)``, ``k``
+        ``(..., m, k)``, ``v`` ``(..., m, v)``); if an input holds NaN or ``+-inf``; if the
+        features of ``q`` and ``k`` differ in width, have the wrong number of
+        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if ``chunk < 1``.
 
     Notes
     -----

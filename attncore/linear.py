@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncore._checks import as_float_array, check_shape
+from attncore._checks import as_float_array, check_fits
 
 
 def linear(x, w, b=None, *, name="w"):
@@ -26,6 +26,15 @@ def linear(x, w, b=None, *, name="w"):
     -------
     ndarray, shape (..., n, e)
 
+    Raises
+    ------
+    TypeError
+        If ``x``, ``w`` or ``b`` is not an array of real numbers.
+    ValueError
+        If a shape does not match (``x`` not ``(..., n, d)``, ``w`` not
+        ``(d, e)``, ``b`` not ``(e,)``); if any of them holds NaN or
+        ``+-inf``; if a float64 ``b`` does not fit the dtype of ``x @ w``.
+
     Notes
     -----
     Row ``i`` of the result is :math:`x_i W + b`, which depends on token ``i``
@@ -44,14 +53,13 @@ def linear(x, w, b=None, *, name="w"):
     >>> bool(np.allclose(linear(x[perm], w, b), linear(x, w, b)[perm]))
     True
     """
-    x = as_float_array(x, "x")
-    w = as_float_array(w, name)
-    check_shape(x, "x", ("...", "n", "d"))
-    check_shape(w, name, (x.shape[-1], "e"))
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    w = as_float_array(w, name, (x.shape[-1], "e"), match=("x", x))
+    b_name = "b" + name[1:] if name.startswith("w") else f"bias of {name}"
+    if b is not None:
+        b = as_float_array(b, b_name, (w.shape[-1],), match=(name, w))
     y = x @ w  # (..., n, e)
     if b is not None:
-        b_name = "b" + name[1:] if name.startswith("w") else f"bias of {name}"
-        b = as_float_array(b, b_name)
-        check_shape(b, b_name, (w.shape[-1],))
+        check_fits(b, b_name, y.dtype)
         y += b.astype(y.dtype, copy=False)
     return y

@@ -23,6 +23,13 @@ def causal_mask(n, m=None):
     ndarray of bool, shape (n, m)
         ``mask[i, j] = (j <= i)``.
 
+    Raises
+    ------
+    TypeError
+        If ``n`` or ``m`` is not an integer (floats, bools and strings are not counts).
+    ValueError
+        If ``n`` or ``m`` is below 1.
+
     Notes
     -----
     Rows and columns are aligned at the top left, as in PyTorch's

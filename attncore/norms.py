@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncore._checks import as_float_array, check_shape
+from attncore._checks import as_float_array, check_fits, check_real
 
 #: The axes each normalisation pools its statistics over, for activations of
 #: shape ``(b, n, d)`` (batch, tokens, features); the remaining axes index the
@@ -47,6 +47,18 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
     -------
     ndarray, shape (..., n, d)
 
+    Raises
+    ------
+    TypeError
+        If ``x``, ``gamma`` or ``beta`` is not an array of real numbers, or
+        ``eps`` is not a real number (a string, a bool).
+    ValueError
+        If ``x`` has the wrong number of axes, ``gamma`` or ``beta`` is not
+        ``(d,)``, or any of them holds NaN or ``+-inf``; if ``eps`` is
+        negative or not finite, or is not representable (``inf``, or a
+        positive ``eps`` that rounds to 0) in the dtype of ``x``; if a float64
+        ``gamma`` or ``beta`` overflows the dtype of ``x``.
+
     Notes
     -----
     .. math::
@@ -67,8 +79,9 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
     >>> layer_norm(x).mean(axis=-1).round(12) + 0.0
     array([0., 0., 0.])
     """
-    x = as_float_array(x, "x")
-    check_shape(x, "x", ("...", "d"))
+    x = as_float_array(x, "x", ("...", "d"))
+    # eps is added in the dtype of x: it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", x.dtype, minimum=0)
     return _affine(_standardize(x, (-1,), eps), gamma, beta)
 
 
@@ -87,6 +100,18 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
     -------
     ndarray, shape (..., n, d)
 
+    Raises
+    ------
+    TypeError
+        If ``x``, ``gamma`` or ``beta`` is not an array of real numbers, or
+        ``eps`` is not a real number (a string, a bool).
+    ValueError
+        If ``x`` has the wrong number of axes, ``gamma`` or ``beta`` is not
+        ``(d,)``, or any of them holds NaN or ``+-inf``; if ``eps`` is
+        negative or not finite, or is not representable (``inf``, or a
+        positive ``eps`` that rounds to 0) in the dtype of ``x``; if a float64
+        ``gamma`` or ``beta`` overflows the dtype of ``x``.
+
     Notes
     -----
     .. math::
@@ -103,9 +128,9 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
     >>> float(np.sqrt(np.mean(y ** 2)))
     1.0
     """
-    x = as_float_array(x, "x")
-    check_shape(x, "x", ("...", "d"))
-    eps = _eps(eps)
+    x = as_float_array(x, "x", ("...", "d"))
+    # eps is added in the dtype of x: it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", x.dtype, minimum=0)
     y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + x.dtype.type(eps))
     return _affine(y, gamma, None)
 
@@ -122,6 +147,18 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
     Returns
     -------
     ndarray, shape (..., n, d)
+
+    Raises
+    ------
+    TypeError
+        If ``x``, ``gamma`` or ``beta`` is not an array of real numbers, or
+        ``eps`` is not a real number (a string, a bool).
+    ValueError
+        If ``x`` has the wrong number of axes, ``gamma`` or ``beta`` is not
+        ``(d,)``, or any of them holds NaN or ``+-inf``; if ``eps`` is
+        negative or not finite, or is not representable (``inf``, or a
+        positive ``eps`` that rounds to 0) in the dtype of ``x``; if a float64
+        ``gamma`` or ``beta`` overflows the dtype of ``x``.
 
     Notes
     -----
@@ -140,8 +177,9 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
     >>> bool(np.allclose(instance_norm(x)[0], instance_norm(x2)[0]))
     False
     """
-    x = as_float_array(x, "x")
-    check_shape(x, "x", ("...", "n", "d"))
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    # eps is added in the dtype of x: it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", x.dtype, minimum=0)
     return _affine(_standardize(x, (-2,), eps), gamma, beta)
 
 
@@ -160,6 +198,18 @@ def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
     -------
     ndarray, same shape as ``x``
 
+    Raises
+    ------
+    TypeError
+        If ``x``, ``gamma`` or ``beta`` is not an array of real numbers, or
+        ``eps`` is not a real number (a string, a bool).
+    ValueError
+        If ``x`` has the wrong number of axes, ``gamma`` or ``beta`` is not
+        ``(d,)``, or any of them holds NaN or ``+-inf``; if ``eps`` is
+        negative or not finite, or is not representable (``inf``, or a
+        positive ``eps`` that rounds to 0) in the dtype of ``x``; if a float64
+        ``gamma`` or ``beta`` overflows the dtype of ``x``.
+
     Notes
     -----
     :math:`y = \\gamma \\odot (x - \\mu)/\\sqrt{\\sigma^2 + \\epsilon} + \\beta` with
@@ -177,8 +227,9 @@ def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
     >>> bool(np.allclose(batch_norm(x)[:1], batch_norm(x[:1])))
     False
     """
-    x = as_float_array(x, "x")
-    check_shape(x, "x", ("...", "b", "d"))
+    x = as_float_array(x, "x", ("...", "b", "d"))
+    # eps is added in the dtype of x: it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", x.dtype, minimum=0)
     return _affine(_standardize(x, tuple(range(x.ndim - 1)), eps), gamma, beta)
 
 
@@ -200,8 +251,8 @@ def _affine(y, gamma, beta):
 
 
 def _feature_param(p, name, y):
-    p = as_float_array(p, name)
-    check_shape(p, name, (y.shape[-1],))
+    p = as_float_array(p, name, (y.shape[-1],), match=("x", y))
+    check_fits(p, name, y.dtype)
     return p.astype(y.dtype, copy=False)
 
 

@@ -11,18 +11,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncore._checks import check_shape
+from attncore._checks import as_float_array
 
 
 def _check_permutation(perm):
     arr = np.asarray(perm)
-    if arr.ndim != 1 or arr.dtype.kind not in "iu":
-        raise TypeError(
-            f"perm must be a 1-d array of integers, got dtype {arr.dtype} and shape {arr.shape}"
-        )
-    if not np.array_equal(np.sort(arr), np.arange(arr.size)):
+    if arr.size == 0 and arr.dtype == np.float64:
+        arr = arr.astype(np.intp)  # [] is the empty permutation, whatever numpy's default dtype
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"perm must be a 1-d array of integers, got dtype {arr.dtype} and shape {arr.shape}")
+    if arr.ndim != 1:
+        raise ValueError(f"perm must be a 1-d array of integers, got shape {arr.shape}")
+    ok = np.zeros(arr.size, dtype=bool)
+    inside = (arr >= 0) & (arr < arr.size)
+    ok[arr[inside]] = True
+    if not (inside.all() and ok.all()):
+        # Name one offending entry rather than print the whole array (it may hold millions).
+        if not inside.all():
+            i = int(np.argmin(inside))
+            what = f"perm[{i}] = {int(arr[i])} is out of range"
+        else:
+            what = f"{int(np.count_nonzero(~ok))} of them are missing (the first, {int(np.argmin(ok))}), so others repeat"
         raise ValueError(
-            f"perm must contain each of 0..{arr.size - 1} exactly once, got {arr.tolist()}"
+            f"perm must contain each of 0..{arr.size - 1} exactly once (length {arr.size}); {what}"
         )
     return arr.astype(np.intp, copy=False)
 
@@ -39,6 +50,13 @@ def permutation_matrix(perm):
     -------
     ndarray of float64, shape (n, n)
         ``P[i, j] = 1`` if ``j == perm[i]`` else 0.
+
+    Raises
+    ------
+    TypeError
+        If ``perm`` is not an array of integers (floats and bools are not indices).
+    ValueError
+        If ``perm`` is not 1-d or does not hold each of ``0, ..., n-1`` exactly once.
 
     Notes
     -----
@@ -68,6 +86,22 @@ def permutation_matrix(perm):
 def inverse_permutation(perm):
     """The index array ``inv`` with ``x[perm][inv] == x``.
 
+    Parameters
+    ----------
+    perm : array_like of int, shape (n,)
+        A permutation of ``0, ..., n-1``.
+
+    Returns
+    -------
+    ndarray of intp, shape (n,)
+
+    Raises
+    ------
+    TypeError
+        If ``perm`` is not an array of integers (floats and bools are not indices).
+    ValueError
+        If ``perm`` is not 1-d or does not hold each of ``0, ..., n-1`` exactly once.
+
     Examples
     --------
     >>> from attncore import inverse_permutation
@@ -95,6 +129,14 @@ def permute_tokens(x, perm):
         Token ``i`` of the result is token ``perm[i]`` of ``x``; equal to
         ``permutation_matrix(perm) @ x``.
 
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of real numbers or ``perm`` not an array of integers.
+    ValueError
+        If ``perm`` is not a permutation, ``x`` does not have ``n`` tokens on
+        axis ``-2``, or ``x`` holds NaN or ``+-inf``.
+
     Examples
     --------
     >>> import numpy as np
@@ -105,7 +147,6 @@ def permute_tokens(x, perm):
     >>> bool(np.array_equal(permute_tokens(x, [2, 0, 1]), permutation_matrix([2, 0, 1]) @ x))
     True
     """
-    x = np.asarray(x)
     perm = _check_permutation(perm)
-    check_shape(x, "x", ("...", perm.size, "d"))
+    x = as_float_array(x, "x", ("...", perm.size, "d"))
     return np.take(x, perm, axis=-2)

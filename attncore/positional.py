@@ -20,11 +20,12 @@ import math
 import numpy as np
 
 from attncore._checks import (
-    check_count,
     as_float_array,
+    check_bool,
     check_broadcastable,
+    check_choice,
+    check_count,
     check_positive,
-    check_shape,
 )
 
 ROPE_CONVENTIONS = ("interleaved", "half")
@@ -46,6 +47,14 @@ def sinusoidal_encoding(n, d, *, base=10000.0):
     -------
     ndarray, shape (n, d)
         Row ``p`` is the code of position ``p``.
+
+    Raises
+    ------
+    TypeError
+        If ``n`` or ``d`` is not an integer (floats, bools and strings are
+        not counts), or ``base`` is not a real number.
+    ValueError
+        If ``n < 0``, ``d < 1``, or ``base`` is not finite and ``> 0``.
 
     Notes
     -----
@@ -96,6 +105,13 @@ def rope_frequencies(d, *, base=10000.0):
     -------
     ndarray, shape (d // 2,)
 
+    Raises
+    ------
+    TypeError
+        If ``d`` is not an integer or ``base`` not a real number.
+    ValueError
+        If ``d`` is not even and ``>= 2``, or ``base`` is not finite and ``> 0``.
+
     Examples
     --------
     >>> from attncore.positional import rope_frequencies
@@ -131,6 +147,17 @@ def rope(x, positions=None, *, base=10000.0, convention="interleaved"):
     -------
     ndarray, shape (..., n, d)
 
+    Raises
+    ------
+    TypeError
+        If ``x`` or ``positions`` is not an array of real numbers, or ``base``
+        is not a real number.
+    ValueError
+        If ``x`` is not ``(..., n, d)`` with ``d`` even; if ``positions`` does
+        not broadcast to ``(..., n)``; if ``x`` or ``positions`` holds NaN or
+        ``+-inf``; if ``base`` is not finite and ``> 0``; if ``convention`` is
+        not one of the two.
+
     Notes
     -----
     Each pair :math:`(a, b)` of a row at position :math:`p` is rotated by the
@@ -165,10 +192,8 @@ def rope(x, positions=None, *, base=10000.0, convention="interleaved"):
     >>> bool(np.isclose(s1, s2))
     True
     """
-    x = as_float_array(x, "x")
-    check_shape(x, "x", ("...", "n", "d"))
-    if convention not in ROPE_CONVENTIONS:
-        raise ValueError(f'convention must be "interleaved" or "half", got {convention!r}')
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    check_choice(convention, "convention", ROPE_CONVENTIONS)
     n, d = x.shape[-2], x.shape[-1]
     if d % 2:
         raise ValueError(f"x must have an even last axis (features are rotated in pairs), got shape {x.shape}")
@@ -176,6 +201,7 @@ def rope(x, positions=None, *, base=10000.0, convention="interleaved"):
         positions = np.arange(n, dtype=np.float64)
     positions = as_float_array(positions, "positions")
     check_broadcastable(positions, "positions", x.shape[:-1], "x without its last axis")
+    check_positive(base, "base")
     theta = rope_frequencies(d, base=base) if d else np.zeros(0)
     angles = positions.astype(np.float64)[..., None] * theta  # (..., n, d/2)
     cos = np.cos(angles).astype(x.dtype)
@@ -208,6 +234,13 @@ def rope_permutation(d):
         ``perm`` with ``perm = [0, 2, 4, ..., 1, 3, 5, ...]``: feature ``j`` of
         the half layout is feature ``perm[j]`` of the interleaved one, so
         ``rope(x[..., perm], convention="half") == rope(x)[..., perm]``.
+
+    Raises
+    ------
+    TypeError
+        If ``d`` is not an integer.
+    ValueError
+        If ``d`` is negative or odd.
 
     Examples
     --------
@@ -247,6 +280,16 @@ def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32,
     ndarray of int, same shape as ``relative_position``
         Values in ``0, ..., num_buckets - 1``.
 
+    Raises
+    ------
+    TypeError
+        If ``relative_position`` is not an integer array, ``bidirectional``
+        not a bool, or ``num_buckets`` / ``max_distance`` not integers.
+    ValueError
+        If ``num_buckets`` leaves no exact bucket (fewer than 4 bidirectional,
+        2 causal) or ``max_distance`` is not larger than the number of exact
+        buckets; if ``relative_position`` lies outside the int64 range.
+
     Notes
     -----
     Let :math:`\\nu = -(j - i) = i - j` (how far back the key is).  With
@@ -281,8 +324,23 @@ def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32,
         raise TypeError(
             f"relative_position must be an integer array, got dtype {rel.dtype} (shape {rel.shape})"
         )
-    num_buckets = check_count(num_buckets, "num_buckets", minimum=2 if bidirectional else 1)
+    if rel.dtype.kind == "u" and rel.size and rel.max() > np.iinfo(np.int64).max:
+        raise ValueError(
+            f"relative_position holds {int(rel.max())}, beyond the int64 range the buckets are computed in"
+        )
+    if rel.dtype == np.int64 and rel.size and rel.min() == np.iinfo(np.int64).min:
+        raise ValueError("relative_position holds the smallest int64, whose negation overflows")
+    bidirectional = check_bool(bidirectional, "bidirectional")
+    given = check_count(num_buckets, "num_buckets", minimum=1)
     max_distance = check_count(max_distance, "max_distance", minimum=1)
+    exact = given // 2 // 2 if bidirectional else given // 2
+    if exact == 0 or max_distance <= exact:
+        raise ValueError(
+            f"need num_buckets >= {4 if bidirectional else 2} and max_distance > the "
+            f"number of exact buckets ({exact}), got num_buckets = {given}, "
+            f"max_distance = {max_distance}"
+        )
+    num_buckets = given
     nu = -rel.astype(np.int64)
     ret = np.zeros(nu.shape, dtype=np.int64)
     if bidirectional:
@@ -292,12 +350,6 @@ def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32,
     else:
         nu = np.maximum(nu, 0)
     max_exact = num_buckets // 2
-    if max_exact == 0 or max_distance <= max_exact:
-        raise ValueError(
-            f"need num_buckets >= {4 if bidirectional else 2} and max_distance > the "
-            f"number of exact buckets ({max_exact}), got num_buckets = "
-            f"{num_buckets * (2 if bidirectional else 1)}, max_distance = {max_distance}"
-        )
     is_small = nu < max_exact
     ratio = np.maximum(nu, max_exact).astype(np.float32) / np.float32(max_exact)
     scaled = (
@@ -321,6 +373,13 @@ def alibi_slopes(num_heads):
     ndarray, shape (h,)
         Head ``t`` adds ``-slope[t] * |j - i|`` (or ``-slope[t] * (i - j)``
         under a causal mask) to its scores.
+
+    Raises
+    ------
+    TypeError
+        If ``num_heads`` is not an integer.
+    ValueError
+        If ``num_heads < 1``.
 
     Notes
     -----
@@ -369,6 +428,18 @@ def relative_bias(n, m, table_or_fn):
     -------
     ndarray, shape (..., n, m)
         Add it to the scores (``bias=`` of :func:`attncore.attention`).
+        Entries ``-inf`` of the table (or of the function's result) are
+        kept: as a bias they mean "masked".
+
+    Raises
+    ------
+    TypeError
+        If ``n`` or ``m`` is not an integer, or the table (or the function's
+        result) is not an array of real numbers.
+    ValueError
+        If ``n`` or ``m`` is below 1; if the table is not ``(..., n + m - 1)``
+        or the function's result not ``(..., n, m)``; if either holds NaN or
+        ``+inf``.
 
     Notes
     -----
@@ -391,10 +462,8 @@ def relative_bias(n, m, table_or_fn):
     n = check_count(n, "n", minimum=1)
     m = check_count(m, "m", minimum=1)
     offsets = np.arange(m)[None, :] - np.arange(n)[:, None]  # (n, m)
+    # -inf is a documented "masked" in a bias, so it may come out of the table or the function.
     if callable(table_or_fn):
-        out = as_float_array(table_or_fn(offsets), "table_or_fn(offsets)")
-        check_shape(out, "table_or_fn(offsets)", ("...", n, m))
-        return out
-    table = as_float_array(table_or_fn, "table")
-    check_shape(table, "table", ("...", n + m - 1))
+        return as_float_array(table_or_fn(offsets), "table_or_fn(offsets)", ("...", n, m), finite="-inf")
+    table = as_float_array(table_or_fn, "table_or_fn", ("...", n + m - 1), finite="-inf")
     return table[..., offsets + (n - 1)]  # (..., n, m)

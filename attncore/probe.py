@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncore._checks import as_float_array, check_count, check_shape
+from attncore._checks import (
+    as_float_array,
+    check_bool,
+    check_choice,
+    check_count,
+    check_generator,
+    describe,
+)
 from attncore.attention import attention, merge_heads, split_heads
 from attncore.block import ffn
 from attncore.linear import linear
@@ -91,6 +98,20 @@ def probe_hidden_states(
     ndarray, shape (n, d)
         Row ``i`` is the final state of probe token ``i`` (position ``i + 1``).
 
+    Raises
+    ------
+    TypeError
+        If a count (``n``, ``layers``, ``d``, ``num_heads``, ``d_ff``,
+        ``shaw_clip``) is not an integer, ``rng`` not a
+        ``numpy.random.Generator``, or ``causal`` / ``special_tokens`` not a
+        bool.
+    ValueError
+        If a count is below its minimum (``layers`` and ``shaw_clip`` may be
+        0, the others must be >= 1); if ``scheme``, ``normalize`` or ``urpe``
+        is not one of its choices; if ``num_heads`` does not divide ``d``; if
+        ``scheme="rope"`` with an odd head width; if ``urpe`` is combined with
+        ``scheme="shaw"``.
+
     Notes
     -----
     The input is ``n`` copies of one embedding ``e`` (the token "0"), with
@@ -136,20 +157,20 @@ def probe_hidden_states(
     d = check_count(d, "d", minimum=1)
     d_ff = check_count(d_ff, "d_ff", minimum=1)
     h = check_count(num_heads, "num_heads", minimum=1)
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    if scheme not in PROBE_SCHEMES:
-        raise ValueError(f"scheme must be one of {', '.join(PROBE_SCHEMES)}, got {scheme!r}")
-    if normalize not in NORMALIZERS:
-        raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}, got {normalize!r}")
+    check_generator(rng)
+    check_choice(scheme, "scheme", PROBE_SCHEMES)
+    check_choice(normalize, "normalize", NORMALIZERS)
+    causal = check_bool(causal, "causal")
+    special_tokens = check_bool(special_tokens, "special_tokens")
     if d % h:
         raise ValueError(f"num_heads must divide the width d = {d}, got {h}")
     dk = d // h
     if scheme == "rope" and dk % 2:
         raise ValueError(f"rope needs an even head width d / num_heads, got {d} / {h} = {dk}")
     shaw_clip = check_count(shaw_clip, "shaw_clip", minimum=0)
-    if urpe not in (False, True, "symmetric"):
-        raise ValueError(f'urpe must be False, True or "symmetric", got {urpe!r}')
+    if not (isinstance(urpe, (bool, np.bool_)) or urpe == "symmetric" and isinstance(urpe, str)):
+        raise ValueError(f'urpe must be False, True or "symmetric", got {describe(urpe)}')
+    urpe = urpe if isinstance(urpe, str) else bool(urpe)
     if urpe and scheme == "shaw":
         raise ValueError('urpe=True is not combined with scheme="shaw"')
 
@@ -226,6 +247,15 @@ def linear_readout(features, targets, *, rcond=None):
     mse : float
         ``mean((predictions - targets) ** 2)``, the residual error.
 
+    Raises
+    ------
+    TypeError
+        If ``features`` or ``targets`` is not an array of real numbers, or
+        ``rcond`` is not a real number or None.
+    ValueError
+        If ``features`` is not ``(n, d)``, ``targets`` not ``(n,)``, either
+        holds NaN or ``+-inf``, or ``rcond`` is not in ``(0, 1)``.
+
     Notes
     -----
     An affine readout is a centred least-squares fit plus the mean: with
@@ -261,10 +291,9 @@ def linear_readout(features, targets, *, rcond=None):
     >>> bool(mse < 1e-20)
     True
     """
-    f = as_float_array(features, "features")
-    y = as_float_array(targets, "targets")
-    check_shape(f, "features", ("n", "d"))
-    check_shape(y, "targets", (f.shape[0],))
+    # The fit runs in float64 (numpy's SVD has no float16, and the cut-off is float64's).
+    f = as_float_array(features, "features", ("n", "d")).astype(np.float64, copy=False)
+    y = as_float_array(targets, "targets", (f.shape[0],), match=("features", f)).astype(np.float64, copy=False)
     if rcond is None:
         rcond = max(f.shape) * np.finfo(np.float64).eps
     elif isinstance(rcond, bool) or not isinstance(rcond, (int, float, np.integer, np.floating)):
@@ -285,6 +314,13 @@ def probe_floor(n):
 
     The best constant guess of ``1, ..., n`` is their mean ``(n + 1) / 2``,
     and its mean squared error is their variance.
+
+    Raises
+    ------
+    TypeError
+        If ``n`` is not an integer.
+    ValueError
+        If ``n < 1``.
 
     Examples
     --------

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncore._checks import as_float_array, check_count, check_finite, check_shape
+from attncore._checks import as_float_array, check_choice, check_count, check_real
 from attncore.attention import attention_weights
+from attncore.softmax import NORMALIZERS
 
 
 def shaw_relative_embeddings(n, m, table):
@@ -27,6 +28,15 @@ def shaw_relative_embeddings(n, m, table):
     ndarray, shape (n, m, k)
         ``out[i, j] = table[clip(j - i, -K, K) + K]``.
 
+    Raises
+    ------
+    TypeError
+        If ``n`` or ``m`` is not an integer, or ``table`` is not an array of
+        real numbers.
+    ValueError
+        If ``n`` or ``m`` is below 1, or ``table`` is not 2-d with an odd
+        number of rows, or holds NaN or ``+-inf``.
+
     Notes
     -----
     Offsets beyond the clipping distance ``K`` share the embedding of
@@ -44,8 +54,7 @@ def shaw_relative_embeddings(n, m, table):
            [0., 0., 1., 2.]])
     """
     n, m = check_count(n, "n"), check_count(m, "m")
-    table = as_float_array(table, "table")
-    check_shape(table, "table", ("2K+1", "k"))
+    table = as_float_array(table, "table", ("2K+1", "k"))
     if table.shape[0] % 2 == 0:
         raise ValueError(f"table must have an odd number 2K + 1 of rows, got shape {table.shape}")
     k_max = table.shape[0] // 2
@@ -74,6 +83,18 @@ def shaw_attention(q, k, v, rel_k, rel_v, *, mask=None, scale=None, normalize="s
     Returns
     -------
     ndarray, shape (..., n, v)
+
+    Raises
+    ------
+    TypeError
+        If an array argument is not an array of real numbers, ``scale`` is
+        not a real number, or ``mask`` is not boolean.
+    ValueError
+        If the shapes do not match (``rel_k`` must be ``(n, m, k)`` and
+        ``rel_v`` ``(n, m, v)``); if an array holds NaN or ``+-inf``; if
+        ``scale`` is not finite in the dtype of the scores; if ``normalize``
+        is not one of :data:`attncore.NORMALIZERS`; if ``mask`` does not
+        broadcast to ``(..., n, m)``.
 
     Notes
     -----
@@ -110,22 +131,19 @@ def shaw_attention(q, k, v, rel_k, rel_v, *, mask=None, scale=None, normalize="s
     >>> bool(np.allclose(z[0], z[1]))
     False
     """
-    q = as_float_array(q, "q")
-    k = as_float_array(k, "k")
-    v = as_float_array(v, "v")
-    check_shape(q, "q", ("...", "n", "k"))
-    check_shape(k, "k", ("...", "m", q.shape[-1]))
-    check_shape(v, "v", ("...", k.shape[-2], "v"))
+    q = as_float_array(q, "q", ("...", "n", "k"))
+    k = as_float_array(k, "k", ("...", "m", q.shape[-1]), match=("q", q))
+    v = as_float_array(v, "v", ("...", k.shape[-2], "v"), match=("k", k))
     n, m = q.shape[-2], k.shape[-2]
-    rel_k = as_float_array(rel_k, "rel_k")
-    rel_v = as_float_array(rel_v, "rel_v")
-    check_shape(rel_k, "rel_k", (n, m, q.shape[-1]))
-    check_shape(rel_v, "rel_v", (n, m, v.shape[-1]))
-    check_finite(v, "v")
-    check_finite(rel_k, "rel_k")
-    check_finite(rel_v, "rel_v")
+    rel_k = as_float_array(rel_k, "rel_k", (n, m, q.shape[-1]), match=("q and k", q))
+    rel_v = as_float_array(rel_v, "rel_v", (n, m, v.shape[-1]), match=("q and v", v))
+    check_choice(normalize, "normalize", NORMALIZERS)
     if scale is None:
+        if q.shape[-1] == 0:
+            raise ValueError(f"q has width k = 0 (shape {q.shape}): the default scale 1/sqrt(k) is undefined")
         scale = 1.0 / np.sqrt(q.shape[-1])
+    else:
+        scale = float(check_real(scale, "scale", np.result_type(q, k)))
     rel_scores = scale * np.einsum("...nk,nmk->...nm", q, rel_k)  # (..., n, m)
     weights = attention_weights(q, k, mask=mask, bias=rel_scores, scale=scale, normalize=normalize)
     return weights @ v + np.einsum("...nm,nmv->...nv", weights, rel_v)  # (..., n, v)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncore._checks import as_float_array, check_finite, check_mask, check_positive
+from attncore._checks import as_float_array, check_axis, check_mask, check_real
 
 
 def softmax(x, axis=-1, *, temperature=1.0, mask=None):
@@ -19,7 +19,8 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
         The axis to normalise over; the last one (the keys) by default.
     temperature : float, optional
         ``T > 0``; the logits are divided by it.  ``T -> 0`` tends to the
-        hardmax, ``T -> inf`` to the uniform distribution.
+        hardmax, ``T -> inf`` to the uniform distribution.  ``T`` and ``1/T``
+        must be finite and nonzero in the dtype of ``x``.
     mask : array_like of bool, optional
         Broadcastable to ``x.shape``; ``True`` = may attend.  Masked entries get
         a weight of exactly 0.
@@ -30,6 +31,18 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
         Non-negative weights that sum to 1 along ``axis``, except that a slice
         in which every entry is masked gets weights of exactly 0 (never NaN), so
         the attention output of a query that may attend nothing is 0.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not an array of real numbers (bool, complex, strings), if
+        ``axis`` is not an integer, if ``temperature`` is not a real number
+        (a string, a bool), or if ``mask`` is not boolean.
+    ValueError
+        If ``x`` holds NaN or ``+inf``; if ``axis`` is out of range or ``x``
+        has no entry along it; if ``temperature`` is not ``> 0`` and finite,
+        or it or its reciprocal is 0 or ``inf`` in the dtype of ``x``; if
+        ``mask`` does not broadcast to the shape of ``x``.
 
     Notes
     -----
@@ -59,10 +72,11 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
     >>> softmax(x, mask=np.zeros(3, dtype=bool))
     array([0., 0., 0.])
     """
-    z = np.array(as_float_array(x, "x"), copy=True)
-    check_finite(z, "x")
-    temperature = check_positive(temperature, "temperature")
-    if z.ndim == 0 or z.shape[axis] == 0:
+    z = np.array(as_float_array(x, "x", finite="-inf"), copy=True)
+    axis = check_axis(axis, z.ndim, "x")
+    # The logits are divided by T in z's dtype: T and 1/T must both be finite and nonzero there.
+    temperature = float(check_real(temperature, "temperature", z.dtype, positive=True, reciprocal=True))
+    if z.shape[axis] == 0:
         raise ValueError(f"x must have at least one entry along axis {axis}, got shape {z.shape}")
     if mask is not None:
         mask = check_mask(mask, z.shape, "x")

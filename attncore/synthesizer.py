@@ -23,7 +23,9 @@ import numpy as np
 from attncore._checks import (
     as_float_array,
     batch_shape,
-    check_finite,
+    check_choice,
+    check_count,
+    check_mask,
     check_shape,
 )
 from attncore.linear import linear
@@ -60,6 +62,15 @@ def dense_features(x, w1, w2, *, b1=None, b2=None):
     ndarray, shape (..., n, e)
         Row ``i`` depends on token ``i`` alone.
 
+    Raises
+    ------
+    TypeError
+        If an argument is not an array of real numbers.
+    ValueError
+        If the shapes do not chain (``x`` ``(..., n, d)``, ``w1`` ``(d, f)``,
+        ``b1`` ``(f,)``, ``w2`` ``(f, e)``, ``b2`` ``(e,)``) or an argument
+        holds NaN or ``+-inf``.
+
     Notes
     -----
     .. math:: F(X) = \\mathrm{relu}(X W_1 + \\mathbf{1} b_1^{\\top}) W_2 + \\mathbf{1} b_2^{\\top}.
@@ -80,6 +91,10 @@ def dense_features(x, w1, w2, *, b1=None, b2=None):
     >>> bool(np.allclose(dense_features(x[perm], w1, w2), dense_features(x, w1, w2)[perm]))
     True
     """
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    w1 = as_float_array(w1, "w1", (x.shape[-1], "f"), match=("x", x))
+    # Checked here, not inside the second linear(), whose "x" is the hidden layer the caller never saw.
+    as_float_array(w2, "w2", (w1.shape[-1], "e"), match=("w1", w1))
     hidden = np.maximum(linear(x, w1, b1, name="w1"), 0.0)  # (..., n, f)
     return linear(hidden, w2, b2, name="w2")  # (..., n, e)
 
@@ -105,8 +120,12 @@ def dense_scores(x, w1, w2, *, b1=None, b2=None):
 
     Raises
     ------
+    TypeError
+        If an argument is not an array of real numbers.
     ValueError
-        If the sequence length differs from the number of columns of ``w2``.
+        If the sequence length differs from the number of columns of ``w2``,
+        the shapes do not chain as in :func:`dense_features`, or an argument
+        holds NaN or ``+-inf``.
 
     Notes
     -----
@@ -132,10 +151,8 @@ def dense_scores(x, w1, w2, *, b1=None, b2=None):
     >>> changed.tolist()
     [False, False, True, False]
     """
-    x = as_float_array(x, "x")
-    w2 = as_float_array(w2, "w2")
-    check_shape(x, "x", ("...", "n", "d"))
-    check_shape(w2, "w2", ("f", "n"))
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    w2 = as_float_array(w2, "w2", ("f", "n"))
     _check_length(x.shape[-2], w2.shape[-1], "Dense", f"w2 {w2.shape}")
     return dense_features(x, w1, w2, b1=b1, b2=b2)  # (..., n, n)
 
@@ -157,8 +174,12 @@ def random_scores(r, n):
 
     Raises
     ------
+    TypeError
+        If ``r`` is not an array of real numbers or ``n`` is not an integer.
     ValueError
-        If ``n != L``: the parameter holds one score per pair of *positions*.
+        If ``n != L``: the parameter holds one score per pair of *positions*;
+        if ``r`` is not square or holds NaN or ``+inf`` (``-inf`` is allowed:
+        a masked score).
 
     Notes
     -----
@@ -173,12 +194,10 @@ def random_scores(r, n):
     >>> bool(np.array_equal(random_scores(r, 3), r))
     True
     """
-    r = as_float_array(r, "r")
-    check_shape(r, "r", ("L", "L"))
+    r = as_float_array(r, "r", ("L", "L"), finite="-inf")
     if r.shape[0] != r.shape[1]:
         raise ValueError(f"r must be square (one score per pair of positions), got shape {r.shape}")
-    check_finite(r, "r")
-    _check_length(int(n), r.shape[0], "Random", f"r {r.shape}")
+    _check_length(check_count(n, "n"), r.shape[0], "Random", f"r {r.shape}")
     return r
 
 
@@ -196,6 +215,14 @@ def factorized_random_scores(r1, r2, n):
     -------
     ndarray, shape (n, n)
 
+    Raises
+    ------
+    TypeError
+        If ``r1`` or ``r2`` is not an array of real numbers or ``n`` is not an integer.
+    ValueError
+        If ``r1`` and ``r2`` are not both ``(L, r)``, ``n != L``, or either
+        holds NaN or ``+-inf``.
+
     Notes
     -----
     .. math:: B = R_1 R_2^{\\top}, \\qquad \\operatorname{rank} B \\le r,
@@ -210,11 +237,9 @@ def factorized_random_scores(r1, r2, n):
     >>> int(np.linalg.matrix_rank(factorized_random_scores(r1, r2, 6)))
     2
     """
-    r1 = as_float_array(r1, "r1")
-    r2 = as_float_array(r2, "r2")
-    check_shape(r1, "r1", ("L", "r"))
-    check_shape(r2, "r2", (r1.shape[0], r1.shape[1]))
-    _check_length(int(n), r1.shape[0], "Factorized Random", f"r1 {r1.shape}")
+    r1 = as_float_array(r1, "r1", ("L", "r"))
+    r2 = as_float_array(r2, "r2", (r1.shape[0], r1.shape[1]), match=("r1", r1))
+    _check_length(check_count(n, "n"), r1.shape[0], "Factorized Random", f"r1 {r1.shape}")
     return r1 @ r2.T  # (n, n)
 
 
@@ -248,6 +273,15 @@ def factorized_dense_scores(f_a, f_b, *, tiling="tile", form="as_written"):
     -------
     ndarray, shape (..., n, n)
 
+    Raises
+    ------
+    TypeError
+        If ``f_a`` or ``f_b`` is not an array of real numbers.
+    ValueError
+        If ``tiling`` or ``form`` is not one of its choices; if the factors
+        are not ``(..., n, a)`` and ``(..., n, b)`` with ``a * b = n`` and
+        broadcastable batch axes; if either holds NaN or ``+-inf``.
+
     Notes
     -----
     With :math:`\\tilde F_a = T(F_a)` and :math:`\\tilde F_b = T(F_b)` the expanded
@@ -276,14 +310,10 @@ def factorized_dense_scores(f_a, f_b, *, tiling="tile", form="as_written"):
     as_written True False False
     transposed True True False
     """
-    if tiling not in TILINGS:
-        raise ValueError(f"tiling must be one of {TILINGS}, got {tiling!r}")
-    if form not in FORMS:
-        raise ValueError(f"form must be one of {FORMS}, got {form!r}")
-    f_a = as_float_array(f_a, "f_a")
-    f_b = as_float_array(f_b, "f_b")
-    check_shape(f_a, "f_a", ("...", "n", "a"))
-    check_shape(f_b, "f_b", ("...", f_a.shape[-2], "b"))
+    check_choice(tiling, "tiling", TILINGS)
+    check_choice(form, "form", FORMS)
+    f_a = as_float_array(f_a, "f_a", ("...", "n", "a"))
+    f_b = as_float_array(f_b, "f_b", ("...", f_a.shape[-2], "b"), match=("f_a", f_a))
     batch_shape(("f_a", f_a, 2), ("f_b", f_b, 2))
     n, a, b = f_a.shape[-2], f_a.shape[-1], f_b.shape[-1]
     if a * b != n:
@@ -309,14 +339,22 @@ def mixture_weights(logits):
     -------
     ndarray, shape (N,)
 
+    Raises
+    ------
+    TypeError
+        If ``logits`` is not an array of real numbers.
+    ValueError
+        If ``logits`` is not 1-d with at least one entry, or holds NaN or ``+-inf``.
+
     Examples
     --------
     >>> import numpy as np
     >>> float(mixture_weights(np.array([0.3, -1.0, 2.0])).sum().round(12))
     1.0
     """
-    logits = as_float_array(logits, "logits")
-    check_shape(logits, "logits", ("N",))
+    logits = as_float_array(logits, "logits", ("N",))
+    if logits.size == 0:
+        raise ValueError("logits must hold at least one mixture logit, got shape (0,)")
     return softmax(logits)
 
 
@@ -333,6 +371,18 @@ def mixture_scores(scores, logits):
     Returns
     -------
     ndarray, shape (..., n, n)
+
+    Raises
+    ------
+    TypeError
+        If ``scores`` is not a sequence (a list, a tuple, or an array whose
+        first axis indexes the components) or a component or ``logits`` is
+        not an array of real numbers.
+    ValueError
+        If the number of components differs from the number of logits; if a
+        component is not square ``(..., n, n)``, the lengths differ or the
+        batch axes do not broadcast; if a component holds NaN or ``+inf``
+        (``-inf`` is allowed: a masked score); if ``logits`` holds NaN or ``+-inf``.
 
     Notes
     -----
@@ -353,7 +403,9 @@ def mixture_scores(scores, logits):
     >>> bool(np.allclose(mixture_scores([b, b, b], np.array([0.1, 2.0, -1.0])), b))
     True
     """
-    scores = [as_float_array(s, f"scores[{i}]") for i, s in enumerate(scores)]
+    if isinstance(scores, (str, bytes)) or not hasattr(scores, "__len__"):
+        raise TypeError(f"scores must be a sequence of score matrices, got {type(scores).__name__}")
+    scores = [as_float_array(s, f"scores[{i}]", finite="-inf") for i, s in enumerate(scores)]
     alpha = mixture_weights(logits)
     if len(scores) != alpha.shape[0]:
         raise ValueError(f"got {len(scores)} score matrices but {alpha.shape[0]} mixture logits")
@@ -391,8 +443,14 @@ def synthesizer_attention(x, scores, w_v, *, mask=None):
 
     Raises
     ------
+    TypeError
+        If ``x``, ``scores`` or ``w_v`` is not an array of real numbers, or
+        ``mask`` is not boolean.
     ValueError
-        If ``scores`` is not ``(n, n)`` for the length ``n`` of ``x``.
+        If ``scores`` is not ``(..., n, n)`` for the length ``n`` of ``x``;
+        if ``w_v`` is not ``(d, v)``; if ``x`` or ``w_v`` holds NaN or
+        ``+-inf`` or ``scores`` holds NaN or ``+inf`` (``-inf`` is allowed:
+        a masked score); if ``mask`` does not broadcast to the scores.
 
     Notes
     -----
@@ -412,10 +470,8 @@ def synthesizer_attention(x, scores, w_v, *, mask=None):
     >>> bool(np.allclose(y, y[0]))
     True
     """
-    x = as_float_array(x, "x")
-    scores = as_float_array(scores, "scores")
-    check_shape(x, "x", ("...", "n", "d"))
-    check_shape(scores, "scores", ("...", "n", "m"))
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    scores = as_float_array(scores, "scores", ("...", "n", "m"), finite="-inf")
     n = x.shape[-2]
     if scores.shape[-2:] != (n, n):
         raise ValueError(
@@ -423,6 +479,8 @@ def synthesizer_attention(x, scores, w_v, *, mask=None):
             f"(x has shape {x.shape}), got shape {scores.shape}"
         )
     batch_shape(("x", x, 2), ("scores", scores, 2))
+    if mask is not None:
+        mask = check_mask(mask, scores.shape, "scores")
     weights = softmax(scores, mask=mask)  # (..., n, n)
     return weights @ linear(x, w_v, name="w_v")  # (..., n, v)
 
@@ -458,6 +516,14 @@ def synthesizer_costs(n, d, *, k=None, v=None, f=None, a=None, rank=None):
         variant shares: the value projection ``d v`` and the products
         ``X W_V`` (``2 n d v``) and ``A V`` (``2 n^2 v``).
 
+    Raises
+    ------
+    TypeError
+        If a size is not an integer (floats such as ``2.7`` or ``2.0``,
+        bools and strings are not sizes).
+    ValueError
+        If a size is below 1 or ``a`` does not divide ``n``.
+
     Notes
     -----
     Only trainable parameters are counted (a fixed Random matrix has 0), and a
@@ -491,16 +557,16 @@ def synthesizer_costs(n, d, *, k=None, v=None, f=None, a=None, rank=None):
     >>> c["random"]["score_flops"], c["random"]["flops"] == 2 * 64 * 32 * 32 + 2 * 64**2 * 32
     (0, True)
     """
-    n, d = int(n), int(d)
-    k = d if k is None else int(k)
-    v = d if v is None else int(v)
-    f = d if f is None else int(f)
-    rank = min(8, n) if rank is None else int(rank)
+    n, d = check_count(n, "n"), check_count(d, "d")
+    k = d if k is None else check_count(k, "k")
+    v = d if v is None else check_count(v, "v")
+    f = d if f is None else check_count(f, "f")
+    rank = min(8, n) if rank is None else check_count(rank, "rank")
     if a is None:
         a = next(c for c in range(1, n + 1) if n % c == 0 and c * c >= n)
-    a = int(a)
-    if min(n, d, k, v, f, a, rank) < 1 or n % a:
-        raise ValueError(f"need positive sizes and a dividing n, got n={n}, a={a}")
+    a = check_count(a, "a")
+    if n % a:
+        raise ValueError(f"a must divide n = {n} (the factors have widths a and n / a), got a = {a}")
     b = n // a
     score = {
         "vanilla": (2 * d * k, 4 * n * d * k + 2 * n * n * k),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attncore._checks import as_float_array, check_shape
+from attncore._checks import as_float_array
 
 
 def toeplitz(diagonals):
@@ -21,6 +21,14 @@ def toeplitz(diagonals):
     -------
     ndarray, shape (..., n, n)
         ``T[..., i, j] = diagonals[..., j - i + n - 1]``.
+
+    Raises
+    ------
+    TypeError
+        If ``diagonals`` is not an array of real numbers.
+    ValueError
+        If ``diagonals`` is 0-d, has an even length on its last axis, or holds
+        NaN or ``+-inf``.
 
     Notes
     -----
@@ -42,8 +50,7 @@ def toeplitz(diagonals):
     >>> bool(np.all(np.diag(t, 1) == 1.0))
     True
     """
-    c = as_float_array(diagonals, "diagonals")
-    check_shape(c, "diagonals", ("...", "2n-1"))
+    c = as_float_array(diagonals, "diagonals", ("...", "2n-1"))
     if c.shape[-1] % 2 == 0:
         raise ValueError(f"diagonals must have an odd length 2n - 1 on its last axis, got shape {c.shape}")
     n = (c.shape[-1] + 1) // 2

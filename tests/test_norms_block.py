@@ -84,7 +84,7 @@ def test_ffn_matches_loop(rng):
     x, w1, b1, w2, b2 = rng.normal(size=(3, 4)), rng.normal(size=(4, 6)), rng.normal(size=6), rng.normal(size=(6, 4)), rng.normal(size=4)
     ref = np.array([[sum(max(0.0, sum(tok[a] * w1[a, j] for a in range(4)) + b1[j]) * w2[j, c] for j in range(6)) + b2[c] for c in range(4)] for tok in x])
     np.testing.assert_allclose(ffn(x, w1, b1, w2, b2), ref, rtol=1e-12)
-    with pytest.raises(ValueError, match=r"w2 must have shape \(f, 4\), got shape \(6, 3\)"):
+    with pytest.raises(ValueError, match=r"w2 must have shape \(6, 4\), got shape \(6, 3\)"):
         ffn(x, w1, b1, np.zeros((6, 3)), None)
 
 

@@ -32,10 +32,15 @@ def test_invalid_permutation_raises_value_error(bad):
         permutation_matrix(bad)
 
 
-@pytest.mark.parametrize("bad", [[0.0, 1.0], [[0, 1]]])
+@pytest.mark.parametrize("bad", [[0.0, 1.0], [True, False]])
 def test_non_integer_permutation_raises_type_error(bad):
     with pytest.raises(TypeError, match="perm must be a 1-d array of integers"):
         inverse_permutation(bad)
+
+
+def test_permutation_of_wrong_rank_raises_value_error():
+    with pytest.raises(ValueError, match=r"perm must be a 1-d array of integers, got shape \(1, 2\)"):
+        inverse_permutation([[0, 1]])
 
 
 def test_length_mismatch():

@@ -276,7 +276,7 @@ def test_relative_bias_function_with_heads():
 
 
 def test_relative_bias_rejects_bad_shapes():
-    with pytest.raises(ValueError, match="table must have shape"):
+    with pytest.raises(ValueError, match="table_or_fn must have shape"):
         relative_bias(3, 3, np.zeros(4))
     with pytest.raises(ValueError, match="table_or_fn"):
         relative_bias(3, 3, lambda r: np.zeros((3, 4)))

@@ -435,5 +435,5 @@ def test_costs_against_counting_arrays(rng):
 
 def test_costs_default_factor_width():
     assert synthesizer_costs(12, 4)["factorized dense"]["score_params"] == synthesizer_costs(12, 4, a=4)["factorized dense"]["score_params"]
-    with pytest.raises(ValueError, match="dividing"):
+    with pytest.raises(ValueError, match="a must divide n = 12"):
         synthesizer_costs(12, 4, a=5)
