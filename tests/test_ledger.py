@@ -34,12 +34,14 @@ def ledger():
 
 def test_ledger_is_well_formed(ledger):
     """Keys, verdict fields and the existence of every piece of evidence."""
-    assert ledger_problems(ROOT, ledger, strength=False) == []
+    problems = ledger_problems(ROOT, ledger, strength=False)
+    assert not problems, "\n".join(problems)
 
 
 def test_ledger_evidence_can_fail(ledger):
     """Every evidence cell asserts, no assert is a tautology, every proved row has a symbolic proof."""
-    assert ledger_problems(ROOT, ledger) == []
+    problems = ledger_problems(ROOT, ledger)
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
 
 
 def test_ledger_is_not_empty(ledger):
