@@ -1,10 +1,14 @@
-"""The claims ledger: every entry is well formed and its evidence exists.
+"""The claims ledger: every entry is well formed, its evidence exists and can fail.
 
-Also checks that the checker itself catches each kind of broken entry, so that
-a ledger that passes here is one whose evidence really exists.
+Also checks that the checker itself catches each kind of broken entry (a missing
+field, missing evidence, an evidence cell without an assert or with one that
+cannot fail, a "proved" row without a symbolic proof), so that a ledger that
+passes here is one whose evidence really exists and really checks something.
 """
 
 import copy
+import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +16,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from claims_ledger import cell_label, evidence_problem, ledger_problems, load_ledger  # noqa: E402
+from claims_ledger import (  # noqa: E402
+    assert_problems,
+    cell_label,
+    evidence_problem,
+    ledger_problems,
+    load_ledger,
+    strength_problems,
+    tautology,
+)
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +32,16 @@ def ledger():
     return load_ledger(ROOT)
 
 
-def test_ledger_has_no_problems(ledger):
-    assert ledger_problems(ROOT, ledger) == []
+def test_ledger_is_well_formed(ledger):
+    """Keys, verdict fields and the existence of every piece of evidence."""
+    problems = ledger_problems(ROOT, ledger, strength=False)
+    assert not problems, "\n".join(problems)
+
+
+def test_ledger_evidence_can_fail(ledger):
+    """Every evidence cell asserts, no assert is a tautology, every proved row has a symbolic proof."""
+    problems = ledger_problems(ROOT, ledger)
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
 
 
 def test_ledger_is_not_empty(ledger):
@@ -47,6 +67,7 @@ GOOD = {
     "source": "vaswani2017attention",
     "claim": "An example.",
     "verdict": "checked",
+    "catches": "A softmax that forgets to subtract the same shift from every logit.",
     "evidence": ["tests/test_softmax.py::test_shift_invariance"],
 }
 
@@ -61,16 +82,27 @@ GOOD = {
         ({"evidence": ["notebooks/missing.ipynb#tag"]}, "no such notebook"),
         ({"evidence": ["somewhere else"]}, "evidence must be"),
         ({"verdict": "plausible"}, "verdict must be one of"),
-        ({"verdict": "refuted"}, "needs its correction"),
-        ({"verdict": "cited", "evidence": []}, "needs a reference"),
+        ({"verdict": "refuted", "catches": None}, "needs its correction"),
+        ({"verdict": "qualified", "catches": None}, "needs 'hypothesis:'"),
+        ({"verdict": "qualified", "catches": None, "hypothesis": "  "}, "needs 'hypothesis:'"),
+        ({"catches": None}, "needs 'catches:'"),
+        ({"catches": ""}, "needs 'catches:'"),
+        ({"verdict": "cited", "catches": None, "evidence": [], "reference": "vaswani2017attention"},
+         "needs 'locator:'"),
+        ({"verdict": "cited", "catches": None, "evidence": [], "locator": "Table 1"}, "needs a reference"),
+        ({"verdict": "proved", "catches": None, "evidence": ["notebooks/00_softmax_shift_invariance.ipynb#check-numeric"]},
+         "needs an evidence cell tagged 'symbolic'"),
+        ({"verdict": "qualified", "hypothesis": "n >= 2"}, "'catches:' belongs to checked claims only"),
+        ({"correction": "something"}, "'correction:' belongs to refuted claims only"),
+        ({"hypothesis": "something"}, "'hypothesis:' belongs to qualified claims only"),
         ({"source": "a blog I read"}, "neither a listed document nor a references.bib key"),
         ({"id": "Not An Id"}, "id must be lower-case"),
         ({"colour": "blue"}, "unknown keys colour"),
     ],
 )
 def test_checker_catches_broken_entries(ledger, change, expected):
-    broken = copy.deepcopy(ledger)
-    broken["claims"].append({**GOOD, **change})
+    entry = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    broken = {"sources": ledger["sources"], "claims": [entry]}
     problems = ledger_problems(ROOT, broken)
     assert any(expected in p for p in problems), problems
 
@@ -84,9 +116,15 @@ def test_checker_catches_duplicates_and_missing_keys(ledger):
 
 
 def test_good_example_passes(ledger):
-    fine = copy.deepcopy(ledger)
-    fine["claims"].append(dict(GOOD))
+    fine = {"sources": ledger["sources"], "claims": [dict(GOOD)]}
     assert ledger_problems(ROOT, fine) == []
+    for extra in (
+        {"verdict": "qualified", "catches": None, "hypothesis": "The row has at least two keys."},
+        {"verdict": "refuted", "catches": None, "correction": "What is true instead."},
+        {"verdict": "cited", "catches": None, "reference": "vaswani2017attention", "locator": "Section 3.2.1"},
+    ):
+        entry = {k: v for k, v in {**GOOD, **extra}.items() if v is not None}
+        assert ledger_problems(ROOT, {"sources": ledger["sources"], "claims": [entry]}) == []
 
 
 def test_parametrised_node_ids_are_accepted():
@@ -97,3 +135,188 @@ def test_cell_labels():
     assert cell_label("notebooks/00_softmax_shift_invariance.ipynb", "proof-general-n") == (
         "nb-00-softmax-shift-invariance-proof-general-n"
     )
+
+
+# ---- evidence that can fail: the checker on scratch notebooks ----------------
+
+NOTEBOOK = "notebooks/00_softmax_shift_invariance.ipynb"
+
+
+def scratch_root(tmp_path, edit=None):
+    """A scratch copy of the repository's bibliography and of one notebook, edited by ``edit``."""
+    (tmp_path / "book").mkdir()
+    shutil.copy(ROOT / "book" / "references.bib", tmp_path / "book" / "references.bib")
+    (tmp_path / "notebooks").mkdir()
+    nb = json.loads((ROOT / NOTEBOOK).read_text())
+    if edit:
+        edit(nb["cells"])
+    (tmp_path / NOTEBOOK).write_text(json.dumps(nb))
+    return tmp_path
+
+
+def tagged(cells, tag):
+    return next(c for c in cells if tag in c["metadata"].get("tags", []))
+
+
+def set_source(cells, tag, source):
+    tagged(cells, tag)["source"] = source
+
+
+def entry(verdict="checked", tags=("check-numeric",)):
+    claim = {**GOOD, "verdict": verdict, "evidence": [f"{NOTEBOOK}#{t}" for t in tags]}
+    if verdict != "checked":
+        claim.pop("catches")
+    return claim
+
+
+def problems_in(root, claim):
+    return ledger_problems(root, {"sources": {}, "claims": [claim]})
+
+
+def test_scratch_copy_of_a_sound_notebook_passes(tmp_path):
+    root = scratch_root(tmp_path)
+    assert problems_in(root, entry()) == []
+
+
+def test_assert_free_evidence_cell_is_rejected(tmp_path):
+    """The real cell with its assert turned into a print: it still prints True, and fails the ledger."""
+    def drop_asserts(cells):
+        cell = tagged(cells, "check-numeric")
+        source = "".join(cell["source"])
+        assert "assert all(within)" in source
+        cell["source"] = source.replace("assert all(within)", "print(all(within))")
+
+    root = scratch_root(tmp_path, drop_asserts)
+    problems = problems_in(root, entry())
+    assert any("check-numeric has no assert" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "assert True",
+        "assert (all(within), 'every trial within tolerance')",
+        "assert np.allclose(logits, logits)",
+        "assert np.array_equal(softmax(logits), softmax(logits))",
+        "assert error == error",
+        "assert all(within) or True",
+    ],
+)
+def test_tautological_evidence_cell_is_rejected(tmp_path, line):
+    """The real cell with its assert replaced by one that cannot fail."""
+    def tautologise(cells):
+        cell = tagged(cells, "check-numeric")
+        cell["source"] = "".join(cell["source"]).replace("assert all(within)", line)
+
+    root = scratch_root(tmp_path, tautologise)
+    problems = problems_in(root, entry())
+    assert any("check-numeric has an assert that cannot fail" in p for p in problems), problems
+
+
+def test_magics_and_shell_lines_are_ignored_when_parsing():
+    source = "%timeit f()\n!ls\nfor i in range(2):\n    %time g()\nassert f() > 0\n"
+    assert assert_problems(source) == []
+    assert assert_problems("%%time\nprint(1)\n") == ["has no assert (a printed False would not fail)"]
+
+
+def test_assert_inside_a_string_does_not_count():
+    """The check reads the syntax tree, not the text."""
+    assert assert_problems('print("assert x == y")\n# assert ok\n') != []
+
+
+@pytest.mark.parametrize(
+    "test, cannot_fail",
+    [
+        ("True", True),
+        ("1", True),
+        ("'a message'", True),
+        ("(x == y, 'message')", True),
+        ("f'{x}'", True),
+        ("x == x", True),
+        ("0 <= x <= x", True),
+        ("np.allclose(a @ b, a @ b)", True),
+        ("np.testing.assert_allclose(a, a)", True),
+        ("np.isclose(f(x), f(x), atol=1e-9)", True),
+        ("all(a == a)", True),
+        ("np.all(x.T == x.T)", True),
+        ("not False", True),
+        ("True and True", True),
+        ("x > 0 or True", True),
+        ("False", False),
+        ("x == y", False),
+        ("x != x", False),
+        ("np.allclose(a @ b, b @ a)", False),
+        ("np.array_equal(f(x), g(x))", False),
+        ("all(d == 0 for d in differences)", False),
+        ("x > 0 and True", False),
+        ("rank <= min(d, n)", False),  # always true mathematically, but not syntactically: a reviewer's job
+    ],
+)
+def test_tautology_detector(test, cannot_fail):
+    import ast
+
+    node = ast.parse(f"assert {test}").body[0].test
+    assert bool(tautology(node)) is cannot_fail
+
+
+# ---- "proved" needs a symbolic proof -----------------------------------------
+
+def add_symbolic_tag(tag):
+    def edit(cells):
+        tagged(cells, tag)["metadata"]["tags"].append("symbolic")
+    return edit
+
+
+def test_symbolic_proof_over_integer_size_is_accepted(tmp_path):
+    """proof-general-n declares n = Symbol('n', integer=True, positive=True) and asserts."""
+    root = scratch_root(tmp_path, add_symbolic_tag("proof-general-n"))
+    assert problems_in(root, entry("proved", ("proof-general-n", "check-numeric"))) == []
+
+
+def test_proved_row_without_symbolic_cell_is_rejected(tmp_path):
+    root = scratch_root(tmp_path)
+    problems = problems_in(root, entry("proved", ("proof-general-n", "proof-small-n")))
+    assert any("needs an evidence cell tagged 'symbolic'" in p for p in problems), problems
+
+
+def test_symbolic_tag_on_a_fixed_size_proof_is_rejected(tmp_path):
+    """proof-small-n loops over n = 1..6 with concrete symbols: no integer size symbol."""
+    root = scratch_root(tmp_path, add_symbolic_tag("proof-small-n"))
+    problems = problems_in(root, entry("proved", ("proof-small-n",)))
+    assert any("uses no size symbol declared integer" in p for p in problems), problems
+
+
+def test_symbolic_tag_on_a_numeric_cell_is_rejected(tmp_path):
+    root = scratch_root(tmp_path, add_symbolic_tag("check-numeric"))
+    problems = problems_in(root, entry("proved", ("check-numeric",)))
+    assert any("does not use sympy" in p for p in problems), problems
+
+
+def test_symbolic_cell_must_assert(tmp_path):
+    def edit(cells):
+        add_symbolic_tag("proof-general-n")(cells)
+        cell = tagged(cells, "proof-general-n")
+        cell["source"] = "".join(cell["source"]).replace("assert factored == plain", "")
+
+    root = scratch_root(tmp_path, edit)
+    problems = problems_in(root, entry("proved", ("proof-general-n",)))
+    assert any("proof-general-n has no assert" in p for p in problems), problems
+
+
+def test_integer_size_symbol_may_come_from_an_earlier_cell(tmp_path):
+    """The size symbol is declared in the set-up cell and used in the tagged one."""
+    def edit(cells):
+        add_symbolic_tag("proof-general-n")(cells)
+        setup = cells[1]
+        setup["source"] = "".join(setup["source"]) + '\nn = sp.Symbol("n", integer=True, positive=True)\n'
+        cell = tagged(cells, "proof-general-n")
+        cell["source"] = "".join(cell["source"]).replace(
+            'n = sp.Symbol("n", integer=True, positive=True)\n', ""
+        ).replace('i, j = sp.symbols("i j", integer=True, positive=True)', 'i, j = sp.symbols("i j", positive=True)')
+
+    root = scratch_root(tmp_path, edit)
+    assert problems_in(root, entry("proved", ("proof-general-n",))) == []
+
+
+def test_strength_problems_ignore_pytest_evidence():
+    assert strength_problems(ROOT, {"verdict": "checked", "evidence": ["tests/test_softmax.py::test_shift_invariance"]}) == []
