@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncore._checks import as_float_array, check_shape
+from attncore.softmax import compute_dtype
 
 #: The axes each normalisation pools its statistics over, for activations of
 #: shape ``(b, n, d)`` (batch, tokens, features); the remaining axes index the
@@ -69,7 +70,7 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
     """
     x = as_float_array(x, "x")
     check_shape(x, "x", ("...", "d"))
-    return _affine(_standardize(x, (-1,), eps), gamma, beta)
+    return _affine(_standardize(x, (-1,), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
 def rms_norm(x, gamma=None, *, eps=1e-6):
@@ -105,9 +106,7 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
     """
     x = as_float_array(x, "x")
     check_shape(x, "x", ("...", "d"))
-    eps = _eps(eps)
-    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + x.dtype.type(eps))
-    return _affine(y, gamma, None)
+    return _affine(_standardize(x, (-1,), eps, centre=False), gamma, None).astype(x.dtype, copy=False)
 
 
 def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
@@ -142,7 +141,7 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
     """
     x = as_float_array(x, "x")
     check_shape(x, "x", ("...", "n", "d"))
-    return _affine(_standardize(x, (-2,), eps), gamma, beta)
+    return _affine(_standardize(x, (-2,), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
 def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
@@ -179,15 +178,41 @@ def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
     """
     x = as_float_array(x, "x")
     check_shape(x, "x", ("...", "b", "d"))
-    return _affine(_standardize(x, tuple(range(x.ndim - 1)), eps), gamma, beta)
+    return _affine(_standardize(x, tuple(range(x.ndim - 1)), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
-def _standardize(x, axes, eps):
-    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (population variance)."""
+def _standardize(x, axes, eps, *, centre=True):
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (population variance), or
+    ``x / sqrt(mean(x**2) + eps)`` with ``centre=False``; in at least float32.
+
+    Scale-robust: each group is first divided by a power of two ``2**p >= max |x|``
+    (exact), so neither the mean nor the sum of squares can overflow, and the
+    squares of the deviations that matter cannot underflow.  With ``y = x / 2**p``,
+
+        (x - mean x) / sqrt(var x + eps) = (y - mean y) / sqrt(var y + eps * 4**-p),
+
+    and ``eps * 4**-p`` is formed in float64 (or wider); where it overflows,
+    ``var y <= 4`` is below its rounding error and the factor is ``2**p / sqrt(eps)``.
+    A group with zero variance and ``eps = 0`` gives 0, the limit as ``eps -> 0``.
+    """
     eps = _eps(eps)
-    centred = x - np.mean(x, axis=axes, keepdims=True)
-    var = np.mean(centred * centred, axis=axes, keepdims=True)
-    return centred / np.sqrt(var + x.dtype.type(eps))
+    work = compute_dtype(x)  # float16 accumulates in float32
+    x = x.astype(work, copy=False)
+    top = np.max(np.abs(x), axis=axes, keepdims=True, initial=0)  # one per group
+    p = np.frexp(top)[1]  # top < 2**p (p = 0 for an all-zero group)
+    y = np.ldexp(x, -p)  # |y| < 1 and max |y| >= 1/2 unless the group is 0
+    if centre:
+        y -= np.mean(y, axis=axes, keepdims=True)
+    stats = np.result_type(work, np.float64)
+    var = np.mean(y * y, axis=axes, keepdims=True).astype(stats)  # in [0, 4]
+    with np.errstate(over="ignore", divide="ignore"):
+        tail = np.ldexp(stats.type(eps), -2 * p)  # eps in the units of y
+        factor = 1 / np.sqrt(var + tail)
+    huge = np.isinf(tail)
+    if np.any(huge):
+        factor[huge] = np.ldexp(1 / np.sqrt(stats.type(eps)), p[huge])
+    # factor is inf only where every deviation is 0; clip so that 0 * factor = 0, not NaN.
+    return y * np.minimum(factor, np.finfo(work).max).astype(work)
 
 
 def _affine(y, gamma, beta):
