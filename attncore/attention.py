@@ -89,7 +89,7 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     if bias is not None:
         scores += bias
     weights = _normalize_inplace(scores, normalize, mask=mask, temperature=temperature)
-    return _check_none(weights.astype(dtype, copy=False), normalize)
+    return _finish(weights, dtype, normalize)
 
 
 def _prepare(q, k, mask, bias, scale, normalize):
@@ -273,7 +273,7 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
 
     for start in range(0, n, rows_per_block):
         block(start)
-    return _check_none(out.astype(dtype, copy=False), normalize)
+    return _finish(out, dtype, normalize)
 
 
 def _log(a):
@@ -356,8 +356,12 @@ def _plan(log_bound, m, log_values, normalize, dtype):
     return True, (-math.ceil(excess / log2) if excess > 0 else 0)
 
 
-def _check_none(result, normalize):
-    """Attention without a denominator has no shift to save ``exp(s)`` from overflow."""
+def _finish(result, dtype, normalize):
+    """``result`` rounded to the result's ``dtype`` (an overflow there is the correct
+    rounding of an answer beyond it), checked when there is no denominator: attention
+    with ``normalize="none"`` has no shift to save ``exp(s)`` from overflow."""
+    with np.errstate(over="ignore"):
+        result = result.astype(dtype, copy=False)
     if normalize == "none" and not np.all(np.isfinite(result)):
         raise ValueError(
             'a score is too large for exp without a denominator (normalize="none"): exp(s) or its '
