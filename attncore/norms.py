@@ -13,6 +13,13 @@ function           statistics taken over           one set of statistics per
 
 ``gamma`` (scale) and ``beta`` (shift), both of shape ``(d,)``, are applied
 after normalising, per feature, in every layer.
+
+Numerics: every norm computes in at least float32 (float16 input is rounded
+once, at the end, as PyTorch does) and divides each group of statistics by a
+power of two at least as large as its largest ``|x|`` before squaring, with
+``eps`` rescaled to match; so the result is right to a few units in the last
+place of the compute dtype times ``max|x - mean| / sqrt(var + eps)``, from
+subnormal inputs to inputs near the largest float (``tests/test_numerics.py``).
 """
 
 from __future__ import annotations

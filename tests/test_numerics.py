@@ -41,6 +41,12 @@ def eps(dtype):
     return float(np.finfo(dtype).eps)
 
 
+def work_eps(dtype):
+    """The unit roundoff of the documented compute dtype: float16 is computed in float32
+    and rounded once, so its results must be float32-accurate before that rounding."""
+    return eps(np.result_type(dtype, np.float32))
+
+
 def tiny(dtype):
     """The smallest subnormal: the absolute rounding error of gradual underflow."""
     return float(np.finfo(dtype).smallest_subnormal)
@@ -73,7 +79,7 @@ def ref_attention(q, k, v, *, scale=None, bias=None, reweight=None, normalize="s
     n, dk = q.shape
     m, dv = v.shape
     dtype = np.result_type(q, k, v)
-    e_, t_ = eps(dtype), tiny(dtype)
+    e_, t_ = work_eps(dtype), tiny(dtype)
     scale = 1 / mp.sqrt(dk) if scale is None else X(scale)
     out, A, C = np.zeros((n, dv)), np.zeros((n, dv)), np.zeros((n, dv))
     for i in range(n):
@@ -108,14 +114,16 @@ def ref_attention(q, k, v, *, scale=None, bias=None, reweight=None, normalize="s
     return out, A, C
 
 
-def attention_tolerance(dtype, m, A, C):
+def attention_tolerance(dtype, m, A, C, ref):
     """Forward error bound of attention, times 2: the rounded scores move the output by
-    at most ``C`` (see :func:`ref_attention`); exp, the m-term sums, the division and the
-    final rounding add ``(2m + 10) eps`` relative to ``sum_j |w~_j r_j v_j| <= A + C``;
-    gradual underflow of the products and of the quotient adds at most ``(4m + 4) tiny``.
+    at most ``C`` (see :func:`ref_attention`); exp, the m-term sums and the division add
+    ``(2m + 10) eps`` (of the compute dtype) relative to ``sum_j |w~_j r_j v_j| <= A + C``;
+    the final rounding to ``dtype`` adds ``eps/2 |out|``; gradual underflow of the
+    products and of the quotient adds at most ``(4m + 4) tiny``.
     """
     with np.errstate(over="ignore"):
-        return 2 * (C + (2 * m + 10) * eps(dtype) * (A + C) + (4 * m + 4) * tiny(dtype))
+        return 2 * (C + (2 * m + 10) * work_eps(dtype) * (A + C) + eps(dtype) / 2 * np.abs(ref)
+                    + (4 * m + 4) * tiny(dtype))
 
 
 def ref_softmax(x, delta):
@@ -177,7 +185,7 @@ def check_attention(q, k, v, *, example=True, **kw):
     ``example`` an answer too close to the largest float is skipped; elsewhere it is an error."""
     ref, A, C = ref_attention(q, k, v, **kw)
     dtype = np.result_type(q, k, v)
-    tol = attention_tolerance(dtype, k.shape[0], A, C)
+    tol = attention_tolerance(dtype, k.shape[0], A, C, ref)
     assume_representable(ref, tol, dtype, example)
     got = attention(q, k, v, **kw)
     assert got.dtype == dtype
@@ -241,11 +249,12 @@ def test_softmax_matches_exact_answer(data, dtype, n, m):
     got = softmax(x)
     assert got.dtype == dtype
     # Subtracting the row maximum c rounds x_j - c by eps |x_j - c| <= 2 eps max|x| (delta),
-    # which moves weight j by at most C (see ref_softmax); exp, the sum, the division and
-    # the final rounding add (m + 6) eps; underflowing weights are off by at most 4 tiny.
-    delta = 2 * eps(dtype) * np.max(np.abs(x.astype(np.float64)), axis=-1)
+    # which moves weight j by at most C (see ref_softmax); exp, the sum and the division add
+    # (m + 6) eps of the compute dtype, the final rounding eps/2 of the result's; underflowing
+    # weights are off by at most 4 tiny.
+    delta = 2 * work_eps(dtype) * np.max(np.abs(x.astype(np.float64)), axis=-1)
     ref, C = ref_softmax(x, delta)
-    tol = 2 * (C + (m + 6) * eps(dtype) * (ref + C) + 4 * tiny(dtype))
+    tol = 2 * (C + (m + 6) * work_eps(dtype) * (ref + C) + eps(dtype) / 2 * ref + 4 * tiny(dtype))
     assert_within(got, ref, tol, f"softmax {np.dtype(dtype).name}")
 
 
@@ -263,11 +272,13 @@ def check_norm(name, x, eps_):
     got = fn(x, eps=eps_)
     assert got.dtype == x.dtype
     ref, cond = ref_norm(x, axes, eps_, centre)
-    # A group of N entries: the mean and the deviations are off by (N + 4) eps max|x|,
-    # divided by the standard deviation (cond), and the result is rounded (|y| eps);
-    # outputs in the subnormal range are off by tiny.  Twice that bound.
+    # A group of N entries: the mean and the deviations are off by (N + 4) eps max|x| (eps
+    # of the compute dtype), divided by the standard deviation (cond); the result is rounded
+    # to x's dtype (eps/2 |y|); outputs in the subnormal range are off by tiny.  Twice that.
     groups = math.prod(x.shape[a] for a in axes)
-    tol = 2 * ((groups + 4) * eps(x.dtype) * (cond + np.abs(ref)) + 4 * tiny(x.dtype))
+    with np.errstate(invalid="ignore"):
+        tol = 2 * ((groups + 4) * work_eps(x.dtype) * (cond + np.abs(ref)) + eps(x.dtype) / 2 * np.abs(ref)
+                   + 4 * tiny(x.dtype))
     assert_within(got, ref, tol, f"{name} {x.dtype.name} eps={eps_}")
 
 
