@@ -198,7 +198,9 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     second bounds :math:`D_i 2^g`, every partial sum of :math:`(E \\odot R)(2^g V)`
     and :math:`2^g V` by :math:`M/e`; and :math:`2^g \\ge e^{B} \\ge e^{-c_i}` makes
     each product :math:`E_{ij} R_{ij} 2^g V_{jc}` at least as large in magnitude as
-    in the shifted route, so nothing underflows that the shifted route keeps.
+    in the shifted route, so nothing underflows that the shifted route keeps
+    (without ``reweight`` and with :math:`\\min|V| \\ge e^{B+1} T`, no product can
+    underflow at all and :math:`g = 0` saves scaling :math:`V`).
     When :math:`B` comes near :math:`M`, ``q`` and ``bias`` are divided by a
     power of two first so that :math:`QK^\\top` cannot overflow, and the shifted
     exponent is multiplied back.  ``"none"`` has no denominator: if
@@ -240,10 +242,15 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     log_bound = _log_score_bound(q, k, bias)
     q, bias, temperature = _fit_scores(q, k, bias, log_bound)
     shift, gain = True, 0
-    if normalize in ("softmax", "l2") and m > 0:
+    if normalize in ("softmax", "l2") and m > 0 and v.size:
         # Powers of two that scale v (or reweight) and the denominators alike: see Notes.
-        log_values = _log_max_abs(v) + (0.0 if reweight is None else _log_max_abs(reweight))
+        log_vmin, log_values = _log_abs_range(v)
+        if reweight is not None:
+            log_vmin, log_values = -math.inf, log_values + _log_max_abs(reweight)
         shift, gain = _plan(log_bound if temperature == 1.0 else math.inf, m, log_values, normalize, work)
+        if not shift and log_vmin >= _log(np.finfo(work).tiny) + math.exp(log_bound) + 1:
+            # min |v| >= e T e^B: no product e^s v can underflow, and 2**gain is not needed.
+            gain = 0
         if gain and reweight is not None:
             reweight = np.ldexp(reweight, gain)
         elif gain:
@@ -286,21 +293,33 @@ def _log_max_abs(x):
     return _log(np.max(np.abs(x), initial=0))
 
 
+def _log_abs_range(x):
+    """``(log min |x|, log max |x|)``, ``-inf`` for 0 (``x`` not empty)."""
+    a = np.abs(x)
+    return _log(np.min(a)), _log(np.max(a))
+
+
 def _log_max_row_norm(x):
     """``log`` of an upper bound on the largest Euclidean norm of a row of ``x``.
 
-    The rows are first divided by a power of two ``2**e >= max |x|`` (exact),
-    so the sum of squares can neither overflow nor lose the largest entries
-    to underflow, whatever the scale of ``x``.
+    The sums of squares are exact to a factor ``1 + k eps`` unless they
+    overflow or the largest is below the smallest normal float; only then are
+    the rows first divided by a power of two ``2**e >= max |x|`` (exact), so
+    that the sums can neither overflow nor lose the largest entries to underflow.
     """
+    info = np.finfo(x.dtype)
+    slack = x.shape[-1] * float(info.eps)  # the computed sum of k squares is within 1 + k eps
+    with np.errstate(over="ignore", under="ignore"):
+        squares = np.max(np.einsum("...k,...k->...", x, x), initial=0)
+    if info.tiny <= squares < np.inf:
+        return 0.5 * _log(squares) + slack
     top = np.max(np.abs(x), initial=0)
     if not top > 0:
         return -math.inf
     e = int(np.frexp(top)[1])  # top < 2**e
     y = np.ldexp(x, -e)  # |y| < 1, and max |y| >= 1/2
     squares = np.max(np.einsum("...k,...k->...", y, y))
-    # The computed sum of k squares is within a factor 1 + k eps of the exact one.
-    return e * math.log(2.0) + 0.5 * _log(squares) + x.shape[-1] * float(np.finfo(x.dtype).eps)
+    return e * math.log(2.0) + 0.5 * _log(squares) + slack
 
 
 def _log_score_bound(q, k, bias):

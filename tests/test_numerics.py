@@ -186,6 +186,10 @@ def check_attention(q, k, v, *, example=True, **kw):
     ref, A, C = ref_attention(q, k, v, **kw)
     dtype = np.result_type(q, k, v)
     tol = attention_tolerance(dtype, k.shape[0], A, C, ref)
+    if kw.get("reweight") is not None:
+        # The weights times reweight are rounded before the product with v: a product in
+        # the subnormal range is off by tiny/2, which v then multiplies (m terms).
+        tol = tol + 2 * k.shape[0] * tiny(dtype) * np.max(np.abs(v.astype(np.float64)), axis=0)
     assume_representable(ref, tol, dtype, example)
     got = attention(q, k, v, **kw)
     assert got.dtype == dtype
