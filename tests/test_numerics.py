@@ -331,6 +331,13 @@ def edge_cases(dtype):
          {"bias": a([float(info.max) / 2, -float(info.max) / 2])}),
         ("scale near max", a([1.0]), a([1.0], [-1.0]), a([3.0], [4.0]), {"scale": float(info.max) / 2}),
     ]
+    # The fast path itself with products that would underflow without its power of two:
+    # scores near -0.4 log(max) (still unshifted) and values far below tiny e^B.
+    b = 0.4 * log_max
+    value = float(info.tiny) * math.exp(b) * 1e-7
+    if value > float(info.smallest_subnormal) * 2**10:  # representable with 10 bits (not float16)
+        cases.append(("fast path: negative scores, values below tiny e^B", a([math.sqrt(b)]),
+                      a([-math.sqrt(b)], [-math.sqrt(b) * 0.99]), a([value], [value * 3]), {}))
     return cases
 
 
