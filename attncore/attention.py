@@ -296,7 +296,7 @@ def _log_max_abs(x):
 def _log_abs_range(x):
     """``(log min |x|, log max |x|)``, ``-inf`` for 0 (``x`` not empty)."""
     a = np.abs(x)
-    return _log(np.min(a)), _log(np.max(a))
+    return _log(a.min()), _log(a.max())
 
 
 def _log_max_row_norm(x):
@@ -309,8 +309,7 @@ def _log_max_row_norm(x):
     """
     info = np.finfo(x.dtype)
     slack = x.shape[-1] * float(info.eps)  # the computed sum of k squares is within 1 + k eps
-    with np.errstate(over="ignore", under="ignore"):
-        squares = np.max(np.einsum("...k,...k->...", x, x), initial=0)
+    squares = np.max(np.einsum("...k,...k->...", x, x), initial=0)  # einsum sets no FP warnings
     if info.tiny <= squares < np.inf:
         return 0.5 * _log(squares) + slack
     top = np.max(np.abs(x), initial=0)
@@ -379,8 +378,9 @@ def _finish(result, dtype, normalize):
     """``result`` rounded to the result's ``dtype`` (an overflow there is the correct
     rounding of an answer beyond it), checked when there is no denominator: attention
     with ``normalize="none"`` has no shift to save ``exp(s)`` from overflow."""
-    with np.errstate(over="ignore"):
-        result = result.astype(dtype, copy=False)
+    if result.dtype != dtype:
+        with np.errstate(over="ignore"):
+            result = result.astype(dtype)
     if normalize == "none" and not np.all(np.isfinite(result)):
         raise ValueError(
             'a score is too large for exp without a denominator (normalize="none"): exp(s) or its '
