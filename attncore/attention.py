@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -248,7 +249,7 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         if reweight is not None:
             log_vmin, log_values = -math.inf, log_values + _log_max_abs(reweight)
         shift, gain = _plan(log_bound if temperature == 1.0 else math.inf, m, log_values, normalize, work)
-        if not shift and log_vmin >= _log(np.finfo(work).tiny) + math.exp(log_bound) + 1:
+        if not shift and log_vmin >= _limits(work)[1] + math.exp(log_bound) + 1:
             # min |v| >= e T e^B: no product e^s v can underflow, and 2**gain is not needed.
             gain = 0
         if gain and reweight is not None:
@@ -283,6 +284,13 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     return _finish(out, dtype, normalize)
 
 
+@functools.lru_cache(maxsize=None)
+def _limits(dtype):
+    """``(log max, log tiny, eps)`` of a floating dtype, as Python floats (constants, cached)."""
+    info = np.finfo(dtype)
+    return math.log(float(info.max)), math.log(float(info.tiny)), float(info.eps)
+
+
 def _log(a):
     """``log(a)`` as a Python float (``-inf`` for 0), for any floating scalar."""
     return float(np.log(a)) if a > 0 else -math.inf
@@ -307,10 +315,11 @@ def _log_max_row_norm(x):
     the rows first divided by a power of two ``2**e >= max |x|`` (exact), so
     that the sums can neither overflow nor lose the largest entries to underflow.
     """
-    info = np.finfo(x.dtype)
-    slack = x.shape[-1] * float(info.eps)  # the computed sum of k squares is within 1 + k eps
-    squares = np.max(np.einsum("...k,...k->...", x, x), initial=0)  # einsum sets no FP warnings
-    if info.tiny <= squares < np.inf:
+    log_max, log_tiny, eps = _limits(x.dtype)
+    slack = x.shape[-1] * eps  # the computed sum of k squares is within 1 + k eps
+    squares = np.einsum("...k,...k->...", x, x)  # einsum sets no FP warnings
+    squares = squares.max() if squares.size else 0.0
+    if log_tiny <= _log(squares) < math.inf:
         return 0.5 * _log(squares) + slack
     top = np.max(np.abs(x), initial=0)
     if not top > 0:
@@ -330,7 +339,7 @@ def _log_score_bound(q, k, bias):
     log_qk = _log_max_row_norm(q) + _log_max_row_norm(k)
     if bias is not None:
         log_qk = float(np.logaddexp(log_qk, _log(np.max(np.abs(bias), initial=0, where=np.isfinite(bias)))))
-    return log_qk + (q.shape[-1] + 4) * float(np.finfo(q.dtype).eps)
+    return log_qk + (q.shape[-1] + 4) * _limits(q.dtype)[2]
 
 
 def _fit_scores(q, k, bias, log_bound):
@@ -343,7 +352,7 @@ def _fit_scores(q, k, bias, log_bound):
     ``2**-j`` is returned as the temperature by which the normalisation divides
     them again, after the shift by the row maximum.
     """
-    log_max = math.log(float(np.finfo(q.dtype).max))
+    log_max = _limits(q.dtype)[0]
     if log_bound <= log_max - 2 or log_bound == math.inf:  # inf: an infinite q or k, for validation
         return q, bias, 1.0
     j = math.ceil((log_bound - log_max + 2) / math.log(2.0))
@@ -357,8 +366,8 @@ def _plan(log_bound, m, log_values, normalize, dtype):
     (or the reweighting) and the denominators.  The argument is in
     :func:`attention`, Notes.
     """
-    info = np.finfo(dtype)
-    log_max, log_tiny, log2 = math.log(float(info.max)), _log(info.tiny), math.log(2.0)
+    log_max, log_tiny, _ = _limits(dtype)
+    log2 = math.log(2.0)
     growth = max(0.0, log_values)  # log of max |reweight| * max |v|, when above 1
     if log_bound < 64:  # the unshifted route needs e**B (and e**2B) well inside the range
         bound = math.exp(log_bound)
