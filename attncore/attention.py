@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -17,7 +18,7 @@ from attncore._checks import (
     check_real,
 )
 from attncore.linear import linear
-from attncore.softmax import NORMALIZERS, _exp_is_safe, _normalize_inplace, _numerators_inplace
+from attncore.softmax import NORMALIZERS, _normalize_inplace, _numerators_inplace, compute_dtype
 
 
 def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="softmax"):
@@ -77,7 +78,10 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     In einsum form the scores are ``einsum("...nk,...mk->...nm", q, k)``.
     Only ``"softmax"`` makes every row a probability distribution; the other
     normalisations are the remedies discussed in the chapter on relative
-    position encodings.
+    position encodings.  The weights are computed in at least float32 and
+    returned in the dtype of ``q`` and ``k``; with ``"none"``, a weight
+    :math:`e^{s}` too large for that dtype raises ``ValueError`` (see
+    :func:`attention`, Notes, for the numerics of every normalisation).
 
     Examples
     --------
@@ -97,22 +101,29 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     >>> bool(np.allclose(np.linalg.norm(a, axis=-1), 1.0))
     True
     """
-    q, k, mask, bias, _ = _prepare(q, k, mask, bias, scale, normalize)
+    q, k, mask, bias, _, dtype = _prepare(q, k, mask, bias, scale, normalize)
+    k = k.astype(q.dtype, copy=False)
+    bias = None if bias is None else bias.astype(q.dtype, copy=False)
+    q, bias, temperature = _fit_scores(q, k, bias, _log_score_bound(q, k, bias))
     scores = np.matmul(q, np.swapaxes(k, -1, -2))  # (..., n, m)
     if bias is not None:
         scores += bias
-    return _normalize_inplace(scores, normalize, mask=mask)
+    weights = _normalize_inplace(scores, normalize, mask=mask, temperature=temperature)
+    return _finish(weights, dtype, normalize)
 
 
 def _prepare(q, k, mask, bias, scale, normalize):
     """Validate the arguments shared by the attention functions; scale ``q``.
 
-    Returns ``(q * scale, k, mask, bias, shape of the scores)``.
+    Returns ``(q * scale, k, mask, bias, shape of the scores, dtype of the result)``,
+    with ``q * scale`` computed in :func:`attncore.softmax.compute_dtype` (so a
+    float16 ``q`` is not rounded twice).
     """
     q = as_float_array(q, "q", ("...", "n", "k"))
     k = as_float_array(k, "k", ("...", "m", q.shape[-1]), match=("q", q))
     shape = batch_shape(("q", q, 2), ("k", k, 2)) + (q.shape[-2], k.shape[-2])
     dtype = np.result_type(q, k)  # the dtype of the scores
+    work = compute_dtype(q, k)  # the dtype they are computed in
     if scale is None:
         if q.shape[-1] == 0:
             raise ValueError(
@@ -121,7 +132,7 @@ def _prepare(q, k, mask, bias, scale, normalize):
             )
         scale = 1.0 / math.sqrt(q.shape[-1])
     else:
-        scale = float(check_real(scale, "scale", dtype))
+        scale = float(check_real(scale, "scale", work))
     check_choice(normalize, "normalize", NORMALIZERS)
     if mask is not None:
         mask = check_mask(mask, shape, "the scores (..., n, m)")
@@ -129,13 +140,13 @@ def _prepare(q, k, mask, bias, scale, normalize):
         # -inf in the bias is a documented "masked"; NaN and +inf are errors.
         bias = as_float_array(bias, "bias", finite="-inf")
         check_broadcastable(bias, "bias", shape, "the scores (..., n, m)")
-        check_fits(bias, "bias", dtype)
+        check_fits(bias, "bias", work)
     # Scaling q (n x k numbers) is cheaper than scaling the scores (n x m).
     with np.errstate(over="ignore"):
-        scaled = q * q.dtype.type(scale)
+        scaled = q.astype(work, copy=False) * work.type(scale)
     if not np.all(np.isfinite(scaled)):
-        raise ValueError(f"q * scale overflows {q.dtype} (scale = {scale:.4g}, q of shape {q.shape}); scale q down")
-    return scaled, k, mask, bias, shape
+        raise ValueError(f"q * scale overflows {work} (scale = {scale:.4g}, q of shape {q.shape}); scale q down")
+    return scaled, k, mask, bias, shape, dtype
 
 
 def _rows(a, start, stop, n):
@@ -191,7 +202,47 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
 
         \\mathrm{Attention}(Q, K, V) = \\mathrm{softmax}\\!\\left(\\frac{Q K^{\\top}}{\\sqrt{d_k}} + B\\right) V,
 
-    in einsum form ``einsum("...nm,...mv->...nv", weights, v)``.
+    in einsum form ``einsum("...nm,...mv->...nv", weights, v)``.  With no keys
+    (``m = 0``) every output row is 0, as for a query whose keys are all masked;
+    :func:`attention_weights` then returns an ``(..., n, 0)`` array and
+    :func:`attncore.kernels.linear_attention` returns 0 too.
+
+    *Numerics.*  float16 input is computed in float32 and rounded once (see
+    :func:`attncore.softmax.compute_dtype`).  The output is computed as
+    :math:`O = (E \\odot R)(2^g V) / (2^g D)` with :math:`E_{ij} = e^{s_{ij} - c_i}`,
+    :math:`D` the row sums (``"softmax"``) or norms (``"l2"``) of :math:`E`,
+    :math:`R` the reweighting and :math:`2^g` an exact power of two, so the
+    ``(n, m)`` weights are never divided.  Let :math:`B \\ge |s_{ij}|` be
+    :math:`\\max_i\\|q_i\\| \\max_j\\|k_j\\| + \\max|b|` (Cauchy-Schwarz),
+    :math:`W = \\max|R|`, :math:`U = \\max|V|`, :math:`M` and :math:`T` the largest
+    and the smallest normal float.  The *shifted* route takes :math:`c_i = \\max_j s_{ij}`:
+    then :math:`E_{ij} \\le 1 \\le D_i \\le m` and every partial sum of the
+    product is at most :math:`m W U 2^g`, so :math:`g = 0` unless
+    :math:`m W U > M/e`, when :math:`g < 0` brings it below.  The *unshifted*
+    route, :math:`c_i = 0`, saves two passes over the scores and is taken only
+    when
+
+    .. math::
+
+        B \\le -\\ln T - 1 \\quad\\text{and}\\quad
+        \\ln m + B + g \\ln 2 + \\max(0, \\ln WU) \\le \\ln M - 1,
+        \\qquad g = \\lceil B / \\ln 2 \\rceil,
+
+    (for ``"l2"`` also :math:`2B \\le -\\ln T - 1` and :math:`\\ln m + 2B \\le \\ln M - 1`).
+    The first inequality makes every :math:`e^{s}` a normal number, so no row
+    underflows to 0 and :math:`D` is as accurate as in the shifted route; the
+    second bounds :math:`D_i 2^g`, every partial sum of :math:`(E \\odot R)(2^g V)`
+    and :math:`2^g V` by :math:`M/e`; and :math:`2^g \\ge e^{B} \\ge e^{-c_i}` makes
+    each product :math:`E_{ij} R_{ij} 2^g V_{jc}` at least as large in magnitude as
+    in the shifted route, so nothing underflows that the shifted route keeps
+    (without ``reweight`` and with :math:`\\min|V| \\ge e^{B+1} T`, no product can
+    underflow at all and :math:`g = 0` saves scaling :math:`V`).
+    When :math:`B` comes near :math:`M`, ``q`` and ``bias`` are divided by a
+    power of two first so that :math:`QK^\\top` cannot overflow, and the shifted
+    exponent is multiplied back.  ``"none"`` has no denominator: if
+    :math:`e^{s}` or the output overflows the result's dtype, the function
+    raises ``ValueError`` rather than return ``inf``; an :math:`e^{s}` below
+    the smallest float is 0, its correctly rounded value.
 
     Examples
     --------
@@ -205,7 +256,7 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     >>> bool(np.allclose(attention(q, k[perm], v[perm]), attention(q, k, v)))
     True
     """
-    q, k, mask, bias, shape = _prepare(q, k, mask, bias, scale, normalize)
+    q, k, mask, bias, shape, dtype = _prepare(q, k, mask, bias, scale, normalize)
     v = as_float_array(v, "v", ("...", k.shape[-2], "v"), match=("k", k))
     if reweight is not None:
         reweight = as_float_array(reweight, "reweight")
@@ -213,19 +264,34 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         check_fits(reweight, "reweight", np.result_type(q, k))
     batch = batch_shape(("q", q, 2), ("k", k, 2), ("v", v, 2))
     n, m = shape[-2], shape[-1]
-    out = np.empty(batch + (n, v.shape[-1]), dtype=np.result_type(q, k, v))  # (..., n, v)
+    dtype = np.result_type(dtype, v)  # of the result; the work is done in `work`
+    work = compute_dtype(q, v)
+    q, k, v = (a.astype(work, copy=False) for a in (q, k, v))
+    bias, reweight = (None if a is None else a.astype(work, copy=False) for a in (bias, reweight))
+    out = np.empty(batch + (n, v.shape[-1]), dtype=work)  # (..., n, v)
     # Query rows are independent: computing them a block at a time keeps each
     # block of scores in cache and never holds the full (..., n, m) matrix.
-    rows_per_block = max(1, BLOCK_BYTES // max(1, math.prod(shape[:-2]) * m * q.dtype.itemsize))
+    rows_per_block = max(1, BLOCK_BYTES // max(1, math.prod(shape[:-2]) * m * work.itemsize))
 
-    # |q_i . k_j| <= |q_i| |k_j|: when no score can be large, exp needs no shift by the row maximum.
-    bound = np.sqrt(np.max(np.einsum("...nk,...nk->...n", q, q), initial=0.0) * np.max(np.einsum("...mk,...mk->...m", k, k), initial=0.0))
-    if bias is not None:
-        bound += np.max(np.abs(bias), initial=0.0, where=np.isfinite(bias))
-    shift = not _exp_is_safe(bound, m, q.dtype)
+    log_bound = _log_score_bound(q, k, bias)
+    q, bias, temperature = _fit_scores(q, k, bias, log_bound)
+    shift, gain = True, 0
+    if normalize in ("softmax", "l2") and m > 0 and v.size:
+        # Powers of two that scale v (or reweight) and the denominators alike: see Notes.
+        log_vmin, log_values = _log_abs_range(v)
+        if reweight is not None:
+            log_vmin, log_values = -math.inf, log_values + _log_max_abs(reweight)
+        shift, gain = _plan(log_bound if temperature == 1.0 else math.inf, m, log_values, normalize, work)
+        if not shift and log_vmin >= _limits(work)[1] + math.exp(log_bound) + 1:
+            # min |v| >= e T e^B: no product e^s v can underflow, and 2**gain is not needed.
+            gain = 0
+        if gain and reweight is not None:
+            reweight = np.ldexp(reweight, gain)
+        elif gain:
+            v = np.ldexp(v, gain)
 
     # One score buffer for all blocks: a fresh (rows, m) array per block would cost page faults.
-    buffer = np.empty(shape[:-2] + (min(rows_per_block, n), m), dtype=np.result_type(q, k))  # (..., rows, m)
+    buffer = np.empty(shape[:-2] + (min(rows_per_block, n), m), dtype=work)  # (..., rows, m)
     k_t = np.swapaxes(k, -1, -2)  # (..., k, m)
 
     def block(start):
@@ -235,17 +301,134 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         if bias is not None:
             scores += _rows(bias, start, stop, n)
         # The per-row division is applied to the (rows, v) output, not the (rows, m) weights.
-        numerators, denominator = _numerators_inplace(scores, normalize, mask=_rows(mask, start, stop, n), shift=shift)
+        numerators, denominator = _numerators_inplace(
+            scores, normalize, mask=_rows(mask, start, stop, n), shift=shift, temperature=temperature)
         if reweight is not None:
             numerators *= _rows(reweight, start, stop, n)
         rows = out[..., start:stop, :]  # (..., rows, v)
         np.matmul(numerators, v, out=rows)
         if denominator is not None:
+            if gain:
+                denominator = np.ldexp(denominator, gain)
             np.divide(rows, denominator, out=rows, where=denominator > 0)
 
     for start in range(0, n, rows_per_block):
         block(start)
-    return out
+    return _finish(out, dtype, normalize)
+
+
+@functools.lru_cache(maxsize=None)
+def _limits(dtype):
+    """``(log max, log tiny, eps)`` of a floating dtype, as Python floats (constants, cached)."""
+    info = np.finfo(dtype)
+    return math.log(float(info.max)), math.log(float(info.tiny)), float(info.eps)
+
+
+def _log(a):
+    """``log(a)`` as a Python float (``-inf`` for 0), for any floating scalar."""
+    return float(np.log(a)) if a > 0 else -math.inf
+
+
+def _log_max_abs(x):
+    """``log max |x|`` (``-inf`` for an empty or all-zero ``x``)."""
+    return _log(np.max(np.abs(x), initial=0))
+
+
+def _log_abs_range(x):
+    """``(log min |x|, log max |x|)``, ``-inf`` for 0 (``x`` not empty)."""
+    a = np.abs(x)
+    return _log(a.min()), _log(a.max())
+
+
+def _log_max_row_norm(x):
+    """``log`` of an upper bound on the largest Euclidean norm of a row of ``x``.
+
+    The sums of squares are exact to a factor ``1 + k eps`` unless they
+    overflow or the largest is below the smallest normal float; only then are
+    the rows first divided by a power of two ``2**e >= max |x|`` (exact), so
+    that the sums can neither overflow nor lose the largest entries to underflow.
+    """
+    log_max, log_tiny, eps = _limits(x.dtype)
+    slack = x.shape[-1] * eps  # the computed sum of k squares is within 1 + k eps
+    squares = np.einsum("...k,...k->...", x, x)  # einsum sets no FP warnings
+    squares = squares.max() if squares.size else 0.0
+    if log_tiny <= _log(squares) < math.inf:
+        return 0.5 * _log(squares) + slack
+    top = np.max(np.abs(x), initial=0)
+    if not top > 0:
+        return -math.inf
+    e = int(np.frexp(top)[1])  # top < 2**e
+    y = np.ldexp(x, -e)  # |y| < 1, and max |y| >= 1/2
+    squares = np.max(np.einsum("...k,...k->...", y, y))
+    return e * math.log(2.0) + 0.5 * _log(squares) + slack
+
+
+def _log_score_bound(q, k, bias):
+    """``log B`` with ``B >= |q_i . k_j + bias_ij|`` for every finite score, as computed.
+
+    Cauchy-Schwarz, ``|q_i . k_j| <= |q_i| |k_j|``, plus the largest finite
+    ``|bias|``; the last term covers the rounding of the ``k``-term dot product.
+    """
+    log_qk = _log_max_row_norm(q) + _log_max_row_norm(k)
+    if bias is not None:
+        log_qk = float(np.logaddexp(log_qk, _log(np.max(np.abs(bias), initial=0, where=np.isfinite(bias)))))
+    return log_qk + (q.shape[-1] + 4) * _limits(q.dtype)[2]
+
+
+def _fit_scores(q, k, bias, log_bound):
+    """``(q, bias, temperature)`` such that ``q k^T + bias`` cannot overflow.
+
+    When the bound ``B`` on the scores comes within a factor ``e**2`` of the
+    largest float, ``q`` and ``bias`` are divided by a power of two ``2**j``
+    (exactly, up to the underflow of entries ``2**-j`` times smaller than
+    ``B``, whose effect on the scores is below their rounding error) and
+    ``2**-j`` is returned as the temperature by which the normalisation divides
+    them again, after the shift by the row maximum.
+    """
+    log_max = _limits(q.dtype)[0]
+    if log_bound <= log_max - 2 or log_bound == math.inf:  # inf: an infinite q or k, for validation
+        return q, bias, 1.0
+    j = math.ceil((log_bound - log_max + 2) / math.log(2.0))
+    bias = None if bias is None else np.ldexp(bias, -j)
+    return np.ldexp(q, -j), bias, np.ldexp(q.dtype.type(1), -j)
+
+
+def _plan(log_bound, m, log_values, normalize, dtype):
+    """``(shift, gain)`` for attention's softmax and l2 rows: whether to subtract
+    the row maximum, and the power of two ``2**gain`` that multiplies the values
+    (or the reweighting) and the denominators.  The argument is in
+    :func:`attention`, Notes.
+    """
+    log_max, log_tiny, _ = _limits(dtype)
+    log2 = math.log(2.0)
+    growth = max(0.0, log_values)  # log of max |reweight| * max |v|, when above 1
+    if log_bound < 64:  # the unshifted route needs e**B (and e**2B) well inside the range
+        bound = math.exp(log_bound)
+        gain = math.ceil(bound / log2)  # 2**gain >= e**B: no product underflows sooner than when shifted
+        safe = bound <= -log_tiny - 1 and math.log(m) + bound + gain * log2 + growth <= log_max - 1
+        if normalize == "l2":
+            safe = safe and 2 * bound <= -log_tiny - 1 and math.log(m) + 2 * bound <= log_max - 1
+        if safe:
+            return False, gain
+    # Shifted: weights <= 1 and denominators in [1, m], so the output numerators
+    # are at most m max|reweight| max|v|; scale the values down if that can overflow.
+    excess = math.log(m) + log_values - (log_max - 1)
+    return True, (-math.ceil(excess / log2) if excess > 0 else 0)
+
+
+def _finish(result, dtype, normalize):
+    """``result`` rounded to the result's ``dtype`` (an overflow there is the correct
+    rounding of an answer beyond it), checked when there is no denominator: attention
+    with ``normalize="none"`` has no shift to save ``exp(s)`` from overflow."""
+    if result.dtype != dtype:
+        with np.errstate(over="ignore"):
+            result = result.astype(dtype)
+    if normalize == "none" and not np.all(np.isfinite(result)):
+        raise ValueError(
+            'a score is too large for exp without a denominator (normalize="none"): exp(s) or its '
+            f"product with the values overflows {result.dtype}; scale the scores down"
+        )
+    return result
 
 
 def split_heads(x, num_heads):

@@ -173,6 +173,8 @@ def positive_random_features(x, omega, *, stabilizer=None):
     check_choice(stabilizer, "stabilizer", (None, "row", "global"))
     dtype = np.result_type(x, omega)
     exponent = x @ omega.T.astype(dtype, copy=False)  # (..., n, m)
+    if omega.shape[0] == 0:  # no features: nothing to normalise by 1/sqrt(m)
+        return exponent
     # The factor 1/sqrt(m) enters the exponent as -log(m)/2: one pass less over (n, m).
     offset = 0.5 * np.sum(x * x, axis=-1, keepdims=True) + 0.5 * math.log(omega.shape[0])  # (..., n, 1)
     if stabilizer == "row":
@@ -234,6 +236,8 @@ def trig_random_features(x, omega):
     x, omega = _check_omega(x, omega)
     dtype = np.result_type(x, omega)
     angles = x @ omega.T.astype(dtype, copy=False)  # (..., n, m)
+    if omega.shape[0] == 0:  # no features: nothing to normalise by 1/sqrt(m)
+        return np.concatenate([angles, angles], axis=-1)  # (..., n, 0)
     radius = np.exp(0.5 * np.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(omega.shape[0])
     return (np.concatenate([np.cos(angles), np.sin(angles)], axis=-1) * radius).astype(dtype)  # (..., n, 2m)
 
@@ -509,7 +513,8 @@ def linear_attention(q, k, v, feature_map, *, causal=False, chunk=64, key_featur
         \\mathrm{out}_i = \\frac{\\phi(q_i)^{\\top} S_i}{\\phi(q_i)\\cdot z_i},
         \\qquad S_i = \\sum_{j} \\phi(k_j)\\, v_j^{\\top},\\quad z_i = \\sum_j \\phi(k_j),
 
-    the sums over every key, or over :math:`j \\le i` when causal.  Without
+    the sums over every key, or over :math:`j \\le i` when causal.  With no
+    keys (``m = 0``) the output is 0, as in :func:`attncore.attention`.  Without
     the mask :math:`S` and :math:`z` are computed once, in
     :math:`O(m D v)`, and applied in :math:`O(n D v)`.  With the mask they are
     running sums: the sequence is cut into blocks of ``chunk`` tokens; within a
@@ -560,7 +565,10 @@ def linear_attention(q, k, v, feature_map, *, causal=False, chunk=64, key_featur
     if not causal:
         state = np.swapaxes(fk, -1, -2) @ v  # (..., D, v)
         total = np.sum(fk, axis=-2)[..., :, None]  # (..., D, 1)
-        return (fq @ state) / (fq @ total)  # (..., n, v)
+        numerator = fq @ state  # (..., n, v)
+        if k.shape[-2] == 0:  # no keys: an empty sum, 0 as in attention (not 0/0)
+            return np.zeros_like(numerator)
+        return numerator / (fq @ total)  # (..., n, v)
     batch = batch_shape(("features of q", fq, 2), ("features of k", fk, 2), ("v", v, 2))
     n, width, dv = fq.shape[-2], fq.shape[-1], v.shape[-1]
     dtype = np.result_type(fq, fk, v)

@@ -13,6 +13,13 @@ function           statistics taken over           one set of statistics per
 
 ``gamma`` (scale) and ``beta`` (shift), both of shape ``(d,)``, are applied
 after normalising, per feature, in every layer.
+
+Numerics: every norm computes in at least float32 (float16 input is rounded
+once, at the end, as PyTorch does) and divides each group of statistics by a
+power of two at least as large as its largest ``|x|`` before squaring, with
+``eps`` rescaled to match; so the result is right to a few units in the last
+place of the compute dtype times ``max|x - mean| / sqrt(var + eps)``, from
+subnormal inputs to inputs near the largest float (``tests/test_numerics.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncore._checks import as_float_array, check_fits, check_real
+from attncore.softmax import compute_dtype
 
 #: The axes each normalisation pools its statistics over, for activations of
 #: shape ``(b, n, d)`` (batch, tokens, features); the remaining axes index the
@@ -80,9 +88,9 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
     array([0., 0., 0.])
     """
     x = as_float_array(x, "x", ("...", "d"))
-    # eps is added in the dtype of x: it must be finite there, and not round to 0 unless it is 0.
-    eps = check_real(eps, "eps", x.dtype, minimum=0)
-    return _affine(_standardize(x, (-1,), eps), gamma, beta)
+    # eps is added in float64 (see _standardize): it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", np.result_type(x, np.float64), minimum=0)
+    return _affine(_standardize(x, (-1,), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
 def rms_norm(x, gamma=None, *, eps=1e-6):
@@ -129,10 +137,9 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
     1.0
     """
     x = as_float_array(x, "x", ("...", "d"))
-    # eps is added in the dtype of x: it must be finite there, and not round to 0 unless it is 0.
-    eps = check_real(eps, "eps", x.dtype, minimum=0)
-    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + x.dtype.type(eps))
-    return _affine(y, gamma, None)
+    # eps is added in float64 (see _standardize): it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", np.result_type(x, np.float64), minimum=0)
+    return _affine(_standardize(x, (-1,), eps, centre=False), gamma, None).astype(x.dtype, copy=False)
 
 
 def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
@@ -178,9 +185,9 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
     False
     """
     x = as_float_array(x, "x", ("...", "n", "d"))
-    # eps is added in the dtype of x: it must be finite there, and not round to 0 unless it is 0.
-    eps = check_real(eps, "eps", x.dtype, minimum=0)
-    return _affine(_standardize(x, (-2,), eps), gamma, beta)
+    # eps is added in float64 (see _standardize): it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", np.result_type(x, np.float64), minimum=0)
+    return _affine(_standardize(x, (-2,), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
 def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
@@ -228,17 +235,42 @@ def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
     False
     """
     x = as_float_array(x, "x", ("...", "b", "d"))
-    # eps is added in the dtype of x: it must be finite there, and not round to 0 unless it is 0.
-    eps = check_real(eps, "eps", x.dtype, minimum=0)
-    return _affine(_standardize(x, tuple(range(x.ndim - 1)), eps), gamma, beta)
+    # eps is added in float64 (see _standardize): it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", np.result_type(x, np.float64), minimum=0)
+    return _affine(_standardize(x, tuple(range(x.ndim - 1)), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
-def _standardize(x, axes, eps):
-    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (population variance)."""
-    eps = _eps(eps)
-    centred = x - np.mean(x, axis=axes, keepdims=True)
-    var = np.mean(centred * centred, axis=axes, keepdims=True)
-    return centred / np.sqrt(var + x.dtype.type(eps))
+def _standardize(x, axes, eps, *, centre=True):
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (population variance), or
+    ``x / sqrt(mean(x**2) + eps)`` with ``centre=False``; in at least float32.
+
+    Scale-robust: each group is first divided by a power of two ``2**p >= max |x|``
+    (exact), so neither the mean nor the sum of squares can overflow, and the
+    squares of the deviations that matter cannot underflow.  With ``y = x / 2**p``,
+
+        (x - mean x) / sqrt(var x + eps) = (y - mean y) / sqrt(var y + eps * 4**-p),
+
+    and ``eps * 4**-p`` is formed in float64 (or wider); where it overflows,
+    ``var y <= 4`` is below its rounding error and the factor is ``2**p / sqrt(eps)``.
+    A group with zero variance and ``eps = 0`` gives 0, the limit as ``eps -> 0``.
+    """
+    work = compute_dtype(x)  # float16 accumulates in float32
+    x = x.astype(work, copy=False)
+    top = np.max(np.abs(x), axis=axes, keepdims=True, initial=0)  # one per group
+    p = np.frexp(top)[1]  # top < 2**p (p = 0 for an all-zero group)
+    y = np.ldexp(x, -p)  # |y| < 1 and max |y| >= 1/2 unless the group is 0
+    if centre:
+        y -= np.mean(y, axis=axes, keepdims=True)
+    stats = np.result_type(work, np.float64)
+    var = np.mean(y * y, axis=axes, keepdims=True).astype(stats)  # in [0, 4]
+    with np.errstate(over="ignore", divide="ignore"):
+        tail = np.ldexp(stats.type(eps), -2 * p)  # eps in the units of y
+        factor = 1 / np.sqrt(var + tail)
+    huge = np.isinf(tail)
+    if np.any(huge):
+        factor[huge] = np.ldexp(1 / np.sqrt(stats.type(eps)), p[huge])
+    # factor is inf only where every deviation is 0; clip so that 0 * factor = 0, not NaN.
+    return y * np.minimum(factor, np.finfo(work).max).astype(work)
 
 
 def _affine(y, gamma, beta):
@@ -254,10 +286,3 @@ def _feature_param(p, name, y):
     p = as_float_array(p, name, (y.shape[-1],), match=("x", y))
     check_fits(p, name, y.dtype)
     return p.astype(y.dtype, copy=False)
-
-
-def _eps(eps):
-    eps = float(eps)
-    if not (np.isfinite(eps) and eps >= 0):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
-    return eps

@@ -7,6 +7,22 @@ import numpy as np
 from attncore._checks import as_float_array, check_axis, check_mask, check_real
 
 
+def compute_dtype(*arrays):
+    """The dtype ``attncore`` computes in for these floating arrays: at least float32.
+
+    float16 has 5 exponent bits: ``exp(12)``, a sum of squares of numbers near
+    300 and a product of 16 weights near 100 already overflow it.  Like
+    PyTorch's CPU kernels, the package computes float16 input in float32 and
+    rounds the result to float16 once; float32, float64 and longer types are
+    computed in their own precision.
+
+    >>> import numpy as np
+    >>> compute_dtype(np.ones(2, np.float16)), compute_dtype(np.ones(2), np.ones(2, np.float32))
+    (dtype('float32'), dtype('float64'))
+    """
+    return np.result_type(*arrays, np.float32)
+
+
 def softmax(x, axis=-1, *, temperature=1.0, mask=None):
     """Softmax of ``x`` along ``axis``, with an optional temperature and mask.
 
@@ -30,7 +46,9 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
     ndarray, same shape and floating dtype as ``x``
         Non-negative weights that sum to 1 along ``axis``, except that a slice
         in which every entry is masked gets weights of exactly 0 (never NaN), so
-        the attention output of a query that may attend nothing is 0.
+        the attention output of a query that may attend nothing is 0.  float16
+        input is computed in float32 and rounded to float16 once, at the end
+        (see :func:`compute_dtype`).
 
     Raises
     ------
@@ -80,7 +98,9 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
         raise ValueError(f"x must have at least one entry along axis {axis}, got shape {z.shape}")
     if mask is not None:
         mask = check_mask(mask, z.shape, "x")
-    return _softmax_inplace(z, axis, temperature=temperature, mask=mask)
+    # float16 is computed in float32 (as PyTorch does) and rounded once at the end.
+    work = z.astype(compute_dtype(z), copy=False)
+    return _softmax_inplace(work, axis, temperature=temperature, mask=mask).astype(z.dtype, copy=False)
 
 
 def _softmax_inplace(z, axis=-1, *, temperature=1.0, mask=None):
@@ -99,20 +119,24 @@ def _softmax_inplace(z, axis=-1, *, temperature=1.0, mask=None):
 def _shifted_exp_inplace(z, axis=-1, *, temperature=1.0, mask=None, shift=True):
     """``exp((z - max z) / T)`` along ``axis`` in place, removed entries 0; returns ``z``.
 
-    ``shift=False`` skips subtracting the maximum, for callers that know every
-    score is small enough for ``exp`` neither to overflow nor to underflow
-    (see :func:`_exp_is_safe`); the ratios it feeds are the same either way.
+    ``shift=False`` skips subtracting the maximum, for callers that have proved
+    that no score is large enough in absolute value for the unshifted route to
+    lose accuracy (see :func:`attncore.attention`, Notes); the ratios it feeds
+    are the same either way.
     """
     if mask is not None:
         np.copyto(z, -np.inf, where=np.logical_not(mask))
     if not shift:
+        if temperature != 1.0:
+            z /= z.dtype.type(temperature)
         return np.exp(z, out=z)
-    zmax = np.max(z, axis=axis, keepdims=True)
-    # A slice with every entry removed has max -inf; use 0 so that exp gives 0, not NaN.
+    zmax = np.max(z, axis=axis, keepdims=True, initial=-np.inf)
+    # A slice with every entry removed (or none at all) has max -inf; use 0 so that exp gives 0, not NaN.
     zmax[~np.isfinite(zmax)] = 0
     z -= zmax
     if temperature != 1.0:
-        z /= z.dtype.type(temperature)
+        with np.errstate(over="ignore"):  # z <= 0 here: an overflow is to -inf, and exp gives 0
+            z /= z.dtype.type(temperature)
     np.exp(z, out=z)
     return z
 
@@ -121,7 +145,7 @@ def _shifted_exp_inplace(z, axis=-1, *, temperature=1.0, mask=None, shift=True):
 NORMALIZERS = ("softmax", "l2", "relu2", "none")
 
 
-def _normalize_inplace(z, kind, *, mask=None):
+def _normalize_inplace(z, kind, *, mask=None, temperature=1.0):
     """Turn the validated scores ``z`` (..., n, m) into weights, overwriting ``z``.
 
     ``"softmax"``: ``exp(z)`` over its sum (rows sum to 1);
@@ -130,35 +154,31 @@ def _normalize_inplace(z, kind, *, mask=None):
     ``"none"``: ``exp(z)`` with no denominator.
     Removed entries are 0 in every case, and a row with every entry removed is 0.
     """
-    z, denominator = _numerators_inplace(z, kind, mask=mask)
+    z, denominator = _numerators_inplace(z, kind, mask=mask, temperature=temperature)
     if denominator is not None:
         np.divide(z, denominator, out=z, where=denominator > 0)
     return z
 
 
-def _exp_is_safe(bound, m, dtype):
-    """True when scores with ``|s| <= bound`` need no shift before ``exp``.
-
-    Then every ``exp(s)`` is a normal number and a sum of ``m`` of them cannot
-    overflow, so dividing by the sum is as accurate as the shifted softmax.
-    """
-    info = np.finfo(dtype)
-    return bound < min(np.log(info.max) - np.log(m), -np.log(info.tiny)) - 1
-
-
-def _numerators_inplace(z, kind, *, mask=None, shift=True):
+def _numerators_inplace(z, kind, *, mask=None, shift=True, temperature=1.0):
     """The weights of :func:`_normalize_inplace` before their per-row division.
 
     Returns ``(z, denominator)``: ``z`` overwritten with the numerators and the
     denominators of shape ``(..., n, 1)``, or None where there is no division.
     Attention divides its *output* rows instead of the ``(n, m)`` weights.
+    The scores are ``z / temperature``: attention passes scores divided by a
+    power of two, and that power as ``temperature``, when ``q k^T`` itself
+    could overflow.
     """
     if kind in ("softmax", "l2"):
         # exp(z - c) over its sum or norm equals exp(z) over its sum or norm: the shift cancels.
-        _shifted_exp_inplace(z, -1, mask=mask, shift=shift)
+        _shifted_exp_inplace(z, -1, mask=mask, shift=shift, temperature=temperature)
         if kind == "softmax":
             return z, np.sum(z, axis=-1, keepdims=True)
         return z, np.sqrt(np.einsum("...m,...m->...", z, z))[..., None]
+    if temperature != 1.0 and kind in ("relu2", "none"):
+        with np.errstate(over="ignore"):  # an overflow here is one of exp or of the square anyway
+            z /= z.dtype.type(temperature)
     if kind == "relu2":
         np.maximum(z, 0, out=z)
         z *= z

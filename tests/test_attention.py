@@ -211,7 +211,12 @@ def test_masked_weights_are_zero(arrays, data):
 
 @given(seed=seeds, n=st.integers(2, 7), d=st.sampled_from([2, 4, 6]), dtype=dtypes, data=st.data())
 def test_causal_outputs_ignore_future_tokens(seed, n, d, dtype, data):
-    """Changing tokens after position t leaves the causal outputs at 0..t unchanged."""
+    """Changing tokens after position t leaves the causal outputs at 0..t unchanged.
+
+    Unchanged up to rounding: whether attention may skip the max shift depends on a
+    bound over every key, masked ones included, and the two routes round differently
+    (a leak of a future token changes the outputs by O(1), not by a few eps).
+    """
     rng = np.random.default_rng(seed)
     t = data.draw(st.integers(0, n - 2))
     x = normal(rng, (n, d), dtype)
@@ -220,7 +225,8 @@ def test_causal_outputs_ignore_future_tokens(seed, n, d, dtype, data):
     x2[t + 1:] = normal(rng, (n - t - 1, d), dtype)
     a = multi_head_attention(x, *ws, 2, mask=causal_mask(n))
     b = multi_head_attention(x2, *ws, 2, mask=causal_mask(n))
-    np.testing.assert_array_equal(a[: t + 1], b[: t + 1])
+    scale = np.abs(a[: t + 1]).max() + np.finfo(dtype).tiny
+    np.testing.assert_allclose(a[: t + 1], b[: t + 1], rtol=0, atol=64 * np.finfo(dtype).eps * scale)
 
 
 # ---- other normalisations and re-weighting (the relative-position remedies) ----

@@ -1,0 +1,442 @@
+"""Numerics across each dtype's range: attention, softmax and the norms against exact references.
+
+The references are plain loops over ``mpmath`` numbers (60 significant digits and
+an unbounded exponent), written from the formulas, never from ``attncore``: every
+float16/32/64 input converts to ``mpmath`` exactly, so the reference is the exact
+answer for the exact input, rounded once to float64 for the comparison.
+
+Tolerances come from the dtype's unit roundoff ``eps`` (``finfo.eps``), its smallest
+subnormal ``tiny``, and how much the problem amplifies rounding (a condition
+factor); each helper below states its bound and why.  A wrong answer of the kinds
+the issue found (``inf``, ``nan``, a row of zeros, a norm of zeros) misses every
+one of these tolerances by orders of magnitude, and ``test_old_fast_path_is_rejected``
+re-introduces the old skip-the-shift rule to show that the edge cases catch it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import importlib
+from attncore import attention, attention_weights, batch_norm, instance_norm, layer_norm, rms_norm, softmax
+from attncore.kernels import linear_attention, positive_random_features
+
+attention_module = importlib.import_module("attncore.attention")  # the name attncore.attention is the function
+
+mp = mpmath.mp
+mp.dps = 60
+
+DTYPES = [np.float16, np.float32, np.float64]
+WIDTH = {np.dtype(np.float16): 16, np.dtype(np.float32): 32, np.dtype(np.float64): 64}
+
+
+def eps(dtype):
+    return float(np.finfo(dtype).eps)
+
+
+def work_eps(dtype):
+    """The unit roundoff of the documented compute dtype: float16 is computed in float32
+    and rounded once, so its results must be float32-accurate before that rounding."""
+    return eps(np.result_type(dtype, np.float32))
+
+
+def tiny(dtype):
+    """The smallest subnormal: the absolute rounding error of gradual underflow."""
+    return float(np.finfo(dtype).smallest_subnormal)
+
+
+def big(dtype):
+    return float(np.finfo(dtype).max)
+
+
+def X(value):
+    """A float16/32/64 number as an exact mpmath number."""
+    return mp.mpf(float(value))
+
+
+# ---------------------------------------------------------------- references
+
+
+def ref_attention(q, k, v, *, scale=None, bias=None, reweight=None, normalize="softmax"):
+    """Exact attention by plain loops: ``(out, A, C)``.
+
+    ``A[i, c] = sum_j |w_ij r_ij v_jc|`` is the scale of the arithmetic's rounding error.
+    ``C[i, c] = sum_j min(w_ij expm1(2 delta_i), 1) |r_ij v_jc|`` bounds the effect of the
+    rounded scores: ``delta_i`` bounds the error of every computed score of row ``i``
+    (``(k + 3) eps sum_t |q_it k_jt| scale`` for the dot product and the scaling,
+    ``eps |b_ij|`` for the bias, ``tiny`` per product that can underflow); a score error
+    ``delta_j`` multiplies weight ``j`` by ``exp(delta_j)`` and the denominator by at most
+    ``exp(max delta)``, so a weight moves by at most ``w expm1(2 delta)``, and by at most 1
+    since softmax and l2 weights lie in [0, 1].
+    """
+    n, dk = q.shape
+    m, dv = v.shape
+    dtype = np.result_type(q, k, v)
+    e_, t_ = work_eps(dtype), tiny(dtype)
+    scale = 1 / mp.sqrt(dk) if scale is None else X(scale)
+    out, A, C = np.zeros((n, dv)), np.zeros((n, dv)), np.zeros((n, dv))
+    for i in range(n):
+        scores, sizes = [], []
+        for j in range(m):
+            products = [X(q[i, t]) * X(k[j, t]) for t in range(dk)]
+            b = X(bias[i, j]) if bias is not None else mp.mpf(0)
+            scores.append(mp.fsum(products) * scale + b)
+            sizes.append(float((dk + 3) * e_ * (mp.fsum(abs(p) for p in products) * scale + abs(b))
+                               + t_ * (dk + 1) * (1 + mp.fsum(abs(X(k[j, t])) for t in range(dk)))))
+        delta = max(sizes, default=0.0)
+        if m == 0:
+            continue
+        # exp(s - c) / D(exp(s - c)) = exp(s) / D(exp(s)) exactly; "none" has no ratio to shift.
+        c = max(scores) if normalize != "none" else 0
+        e = [mp.exp(s - c) for s in scores]
+        if normalize == "softmax":
+            weights = [x / mp.fsum(e) for x in e]
+        elif normalize == "l2":
+            norm = mp.sqrt(mp.fsum(x * x for x in e))
+            weights = [x / norm for x in e]
+        else:
+            weights = e
+        for col in range(dv):
+            values = [(X(reweight[i, j]) if reweight is not None else 1) * X(v[j, col]) for j in range(m)]
+            terms = [w * x for w, x in zip(weights, values)]
+            out[i, col] = float(mp.fsum(terms))
+            A[i, col] = float(mp.fsum(abs(t) for t in terms))
+            moved = [min(w * mp.expm1(2 * delta), 1) if normalize != "none" else w * mp.expm1(2 * delta)
+                     for w in weights]
+            C[i, col] = float(mp.fsum(d * abs(x) for d, x in zip(moved, values)))
+    return out, A, C
+
+
+def attention_tolerance(dtype, m, A, C, ref):
+    """Forward error bound of attention, times 2: the rounded scores move the output by
+    at most ``C`` (see :func:`ref_attention`); exp, the m-term sums and the division add
+    ``(2m + 10) eps`` (of the compute dtype) relative to ``sum_j |w~_j r_j v_j| <= A + C``;
+    the final rounding to ``dtype`` adds ``eps/2 |out|``; gradual underflow of the
+    products and of the quotient adds at most ``(4m + 4) tiny``.
+    """
+    with np.errstate(over="ignore"):
+        return 2 * (C + (2 * m + 10) * work_eps(dtype) * (A + C) + eps(dtype) / 2 * np.abs(ref)
+                    + (4 * m + 4) * tiny(dtype))
+
+
+def ref_softmax(x, delta):
+    """Exact softmax along the last axis of a 2-D array: ``(out, C)``, where
+    ``C = min(w expm1(2 delta), 1)`` bounds how far a weight moves when every logit of
+    its row is off by at most ``delta`` (row-wise), as in :func:`ref_attention`."""
+    out, C = np.zeros(x.shape), np.zeros(x.shape)
+    for i in range(x.shape[0]):
+        row = [X(a) for a in x[i]]
+        c = max(row)
+        e = [mp.exp(a - c) for a in row]
+        total = mp.fsum(e)
+        out[i] = [float(a / total) for a in e]
+        C[i] = [float(min(a / total * mp.expm1(2 * X(delta[i])), 1)) for a in e]
+    return out, C
+
+
+def ref_norm(x, axes, eps_, centre=True):
+    """Exact ``(x - mean) / sqrt(var + eps)`` (or RMS) over ``axes``: ``(out, cond)``.
+
+    ``cond = max |x| / sqrt(var + eps)`` per group: the rounding errors of the mean
+    and of the deviations are relative to ``max |x|``, and they are divided by the
+    computed standard deviation.
+    """
+    x64 = x.astype(np.float64)
+    moved = np.moveaxis(x64, axes, tuple(range(-len(axes), 0)))
+    flat = moved.reshape(moved.shape[: moved.ndim - len(axes)] + (-1,))
+    out = np.zeros(flat.shape)
+    cond = np.zeros(flat.shape)
+    for idx in np.ndindex(flat.shape[:-1]):
+        group = [X(a) for a in flat[idx]]
+        mean = mp.fsum(group) / len(group) if centre else mp.mpf(0)
+        dev = [a - mean for a in group]
+        var = mp.fsum(d * d for d in dev) / len(group)
+        den = mp.sqrt(var + X(eps_))
+        if den == 0:  # constant group, eps = 0: the limit eps -> 0 of 0 / sqrt(eps) is 0, but
+            out[idx] = 0.0  # the rounding of the mean is divided by sigma = 0: no accuracy to ask for
+            cond[idx] = math.inf
+            continue
+        out[idx] = [float(d / den) for d in dev]
+        cond[idx] = float(max(abs(a) for a in group) / den)
+    shape = moved.shape
+    back = lambda a: np.moveaxis(a.reshape(shape), tuple(range(-len(axes), 0)), axes)  # noqa: E731
+    return back(out), back(cond)
+
+
+def assert_within(got, ref, tol, what):
+    got = np.asarray(got, dtype=np.float64)
+    assert np.all(np.isfinite(got)), f"{what}: non-finite result {got}"
+    err = np.abs(got - ref)
+    worst = np.unravel_index(np.argmax(err - tol), err.shape) if err.size else ()
+    assert np.all(err <= tol), (
+        f"{what}: |error| {err[worst]:.3g} > tolerance {tol[worst]:.3g} at {worst}; "
+        f"got {got[worst]!r}, exact {ref[worst]!r}")
+
+
+def check_attention(q, k, v, *, example=True, **kw):
+    """attention against the exact answer, within the bound.  In a hypothesis
+    ``example`` an answer too close to the largest float is skipped; elsewhere it is an error."""
+    ref, A, C = ref_attention(q, k, v, **kw)
+    dtype = np.result_type(q, k, v)
+    tol = attention_tolerance(dtype, k.shape[0], A, C, ref)
+    if kw.get("reweight") is not None:
+        # The weights times reweight are rounded before the product with v: a product in
+        # the subnormal range is off by tiny/2, which v then multiplies (m terms).
+        tol = tol + 2 * k.shape[0] * tiny(dtype) * np.max(np.abs(v.astype(np.float64)), axis=0)
+    assume_representable(ref, tol, dtype, example)
+    got = attention(q, k, v, **kw)
+    assert got.dtype == dtype
+    assert_within(got, ref, tol, f"attention {dtype.name} {kw}")
+
+
+def assume_representable(ref, tol, dtype, example):
+    """Only answers that every result within the tolerance can represent: an
+    ill-conditioned problem may round to just beyond the largest float."""
+    with np.errstate(over="ignore"):
+        ok = bool(np.all(np.abs(ref) + tol <= big(dtype)))
+    if example:
+        assume(ok)
+    else:
+        assert ok, f"edge case with an answer the dtype cannot hold: {ref}"
+
+
+# ---------------------------------------------------------------- strategies
+
+
+@st.composite
+def float_arrays(draw, dtype, shape):
+    """Finite arrays of ``dtype`` from one of three regimes: moderate values, moderate
+    values scaled by one power of two anywhere in the exponent range, or entries each
+    drawn from the whole range (subnormals and the largest floats included)."""
+    width = WIDTH[np.dtype(dtype)]
+    regime = draw(st.sampled_from(["moderate", "scaled", "wide"]))
+    if regime == "wide":
+        elements = st.floats(allow_nan=False, allow_infinity=False, width=width)
+        return draw(hnp.arrays(dtype, shape, elements=elements))
+    a = draw(hnp.arrays(dtype, shape, elements=st.floats(-4, 4, width=width)))
+    if regime == "scaled":
+        info = np.finfo(dtype)
+        e = draw(st.integers(int(info.minexp) - int(info.nmant), int(info.maxexp) - 3))
+        with np.errstate(under="ignore"):
+            a = np.ldexp(a, e).astype(dtype)
+    return a
+
+
+dtypes = st.sampled_from(DTYPES)
+sizes = st.integers(1, 3)
+
+
+# ---------------------------------------------------------------- properties
+
+
+@given(st.data(), dtypes, sizes, st.integers(1, 4), sizes, st.integers(1, 2),
+       st.sampled_from(["softmax", "l2"]), st.booleans(), st.booleans())
+def test_attention_matches_exact_answer(data, dtype, n, m, dk, dv, normalize, with_bias, with_reweight):
+    q = data.draw(float_arrays(dtype, (n, dk)))
+    k = data.draw(float_arrays(dtype, (m, dk)))
+    v = data.draw(float_arrays(dtype, (m, dv)))
+    bias = data.draw(float_arrays(dtype, (n, m))) if with_bias else None
+    reweight = data.draw(float_arrays(dtype, (n, m))) if with_reweight else None
+    check_attention(q, k, v, bias=bias, reweight=reweight, normalize=normalize)
+
+
+@given(st.data(), dtypes, sizes, st.integers(1, 5))
+def test_softmax_matches_exact_answer(data, dtype, n, m):
+    x = data.draw(float_arrays(dtype, (n, m)))
+    got = softmax(x)
+    assert got.dtype == dtype
+    # Subtracting the row maximum c rounds x_j - c by eps |x_j - c| <= 2 eps max|x| (delta),
+    # which moves weight j by at most C (see ref_softmax); exp, the sum and the division add
+    # (m + 6) eps of the compute dtype, the final rounding eps/2 of the result's; underflowing
+    # weights are off by at most 4 tiny.
+    delta = 2 * work_eps(dtype) * np.max(np.abs(x.astype(np.float64)), axis=-1)
+    ref, C = ref_softmax(x, delta)
+    tol = 2 * (C + (m + 6) * work_eps(dtype) * (ref + C) + eps(dtype) / 2 * ref + 4 * tiny(dtype))
+    assert_within(got, ref, tol, f"softmax {np.dtype(dtype).name}")
+
+
+NORMS = {
+    "layer_norm": (layer_norm, lambda x: (x.ndim - 1,), True),
+    "rms_norm": (rms_norm, lambda x: (x.ndim - 1,), False),
+    "instance_norm": (instance_norm, lambda x: (x.ndim - 2,), True),
+    "batch_norm": (batch_norm, lambda x: tuple(range(x.ndim - 1)), True),
+}
+
+
+def check_norm(name, x, eps_):
+    fn, axes, centre = NORMS[name]
+    axes = axes(x)
+    got = fn(x, eps=eps_)
+    assert got.dtype == x.dtype
+    ref, cond = ref_norm(x, axes, eps_, centre)
+    # A group of N entries: the mean and the deviations are off by (N + 4) eps max|x| (eps
+    # of the compute dtype), divided by the standard deviation (cond); the result is rounded
+    # to x's dtype (eps/2 |y|); outputs in the subnormal range are off by tiny.  Twice that.
+    groups = math.prod(x.shape[a] for a in axes)
+    with np.errstate(invalid="ignore"):
+        tol = 2 * ((groups + 4) * work_eps(x.dtype) * (cond + np.abs(ref)) + eps(x.dtype) / 2 * np.abs(ref)
+                   + 4 * tiny(x.dtype))
+    assert_within(got, ref, tol, f"{name} {x.dtype.name} eps={eps_}")
+
+
+@pytest.mark.parametrize("name", sorted(NORMS))
+@given(data=st.data(), dtype=dtypes, shape=st.tuples(sizes, st.integers(1, 4), st.integers(1, 4)),
+       eps_=st.sampled_from([0.0, 1e-5, 1e-3]))
+def test_norm_matches_exact_answer(name, data, dtype, shape, eps_):
+    check_norm(name, data.draw(float_arrays(dtype, shape)), eps_)
+
+
+# ---------------------------------------------------------------- edges of each dtype's range
+
+
+def edge_cases(dtype):
+    """(label, q, k, v, keyword arguments): inputs at the edges of ``dtype``'s range, each
+    aimed at one bound of the skip-the-shift fast path or of the shifted route."""
+    f = np.dtype(dtype).type
+    info = np.finfo(dtype)
+    log_max = math.log(float(info.max))
+    log_tiny = math.log(float(info.tiny))
+    a = lambda *rows: np.array(rows, dtype=dtype)  # noqa: E731
+    r = math.sqrt(log_max)
+    cases = [
+        ("issue: |q||k| small enough, v too large for exp(s) v", a([9.2]), a([9.2]), a([100.0]), {}),
+        ("issue: l2 needs exp(2s)", a([min(20.0, 0.6 * r)]), a([min(20.0, 0.6 * r)]), a([1.0]),
+         {"normalize": "l2"}),
+        ("scores just below log(max)", a([r]), a([r * 0.99], [r * 0.5]), a([3.0], [-2.0]), {}),
+        ("scores just below log(max), l2", a([r]), a([r * 0.99], [r * 0.5]), a([3.0], [-2.0]),
+         {"normalize": "l2"}),
+        ("scores just below log(max)/2, l2", a([r / 1.42]), a([r / 1.42], [r / 2]), a([3.0], [-2.0]),
+         {"normalize": "l2"}),
+        ("v near max/m", a([0.5]), a([0.25], [0.5], [0.0], [-0.5]), np.full((4, 1), f(info.max / 4.5)), {}),
+        ("v near max, m = 4", a([0.5]), a([0.25], [0.5], [0.0], [-0.5]), np.full((4, 1), f(info.max / 1.1)), {}),
+        ("reweight near max/m", a([0.5]), a([0.25], [0.5]), a([2.0], [1.0]),
+         {"reweight": np.full((1, 2), f(info.max / 8))}),
+        ("every exp(s) below tiny", a([math.sqrt(-log_tiny) * 1.05]),
+         a([-math.sqrt(-log_tiny) * 1.05], [-math.sqrt(-log_tiny) * 1.1]), a([5.0], [7.0]), {}),
+        ("scores near log(tiny), tiny values", a([math.sqrt(-log_tiny) * 0.9]),
+         a([-math.sqrt(-log_tiny) * 0.9], [-math.sqrt(-log_tiny) * 0.8]),
+         a([float(info.tiny) * 8], [float(info.tiny) * 4]), {}),
+        ("moderate negative scores, subnormal values", a([2.0]), a([-2.0], [-1.5]),
+         a([float(info.smallest_subnormal) * 64], [float(info.smallest_subnormal) * 16]), {}),
+        ("q k^T overflows", a([float(info.max) ** 0.5 * 2]), a([float(info.max) ** 0.5 * 2], [-1.0]),
+         a([3.0], [4.0]), {}),
+        ("bias near max", a([1.0]), a([1.0], [2.0]), a([3.0], [4.0]),
+         {"bias": a([float(info.max) / 2, -float(info.max) / 2])}),
+        ("scale near max", a([1.0]), a([1.0], [-1.0]), a([3.0], [4.0]), {"scale": float(info.max) / 2}),
+    ]
+    # The fast path itself with products that would underflow without its power of two:
+    # scores near -0.4 log(max) (still unshifted) and values far below tiny e^B.
+    b = 0.4 * log_max
+    value = float(info.tiny) * math.exp(b) * 1e-7
+    if value > float(info.smallest_subnormal) * 2**10:  # representable with 10 bits (not float16)
+        cases.append(("fast path: negative scores, values below tiny e^B", a([math.sqrt(b)]),
+                      a([-math.sqrt(b)], [-math.sqrt(b) * 0.99]), a([value], [value * 3]), {}))
+    return cases
+
+
+EDGES = [(np.dtype(d).name, *case) for d in DTYPES for case in edge_cases(d)]
+
+
+@pytest.mark.parametrize("dtype_name, label, q, k, v, kw", EDGES, ids=[f"{e[0]}-{e[1]}" for e in EDGES])
+def test_attention_at_the_edges(dtype_name, label, q, k, v, kw):
+    with np.errstate(over="ignore", under="ignore"):
+        check_attention(q, k, v, example=False, **kw)
+
+
+def test_issue_reproducers():
+    f32 = np.float32
+    assert attention(np.array([[9.2]], f32), np.array([[9.2]], f32), np.array([[100.0]], f32))[0, 0] == 100
+    assert attention([[20.0]], [[20.0]], [[1.0]], normalize="l2")[0, 0] == pytest.approx(1.0, rel=1e-15)
+    check_norm("layer_norm", np.array([[300.0, -300.0, 100.0]], np.float16), 1e-5)
+
+
+def old_plan(log_bound, m, log_values, normalize, dtype):
+    """The skip-the-shift rule before the fix: only |s| and m, not v, reweight or l2."""
+    info = np.finfo(dtype)
+    bound = math.exp(min(log_bound, 700.0))
+    return bound >= min(np.log(info.max) - np.log(m), -np.log(info.tiny)) - 1, 0
+
+
+def test_old_fast_path_is_rejected(monkeypatch):
+    """The edge cases above fail with the old rule (they are evidence that can fail)."""
+    monkeypatch.setattr(attention_module, "_plan", old_plan)
+    failures = 0
+    for _, label, q, k, v, kw in EDGES:
+        try:
+            with np.errstate(all="ignore"):
+                check_attention(q, k, v, example=False, **kw)
+        except AssertionError:
+            failures += 1
+    assert failures >= 6, failures
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fast_path_is_taken_on_ordinary_inputs(dtype, rng):
+    """The fast path is not dead code: unit-variance inputs of width 64 skip the shift
+    (float16 computes in float32, where it is safe)."""
+    q, k, v = (rng.standard_normal((256, 64)).astype(dtype) for _ in range(3))
+    work = np.result_type(dtype, np.float32)
+    q = q.astype(work) / 8
+    k = k.astype(work)
+    log_bound = attention_module._log_score_bound(q, k, None)
+    shift, gain = attention_module._plan(log_bound, 256, attention_module._log_max_abs(v), "softmax", work)
+    assert not shift and gain > 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("normalize", ["softmax", "l2"])
+def test_fast_and_shifted_routes_agree(dtype, normalize, rng, monkeypatch):
+    """Same inputs through both routes, against the exact answer each time."""
+    q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in ((5, 8), (7, 8), (7, 3)))
+    check_attention(q, k, v, example=False, normalize=normalize)
+    monkeypatch.setattr(attention_module, "_plan", lambda *args: (True, 0))
+    check_attention(q, k, v, example=False, normalize=normalize)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_none_defines_overflow(dtype):
+    """normalize="none" has no denominator: exp(s) beyond the dtype is a ValueError, just
+    below it an exact-to-rounding answer; exp(s) below the smallest float is 0."""
+    log_max = math.log(float(np.finfo(dtype).max))
+    a = lambda *rows: np.array(rows, dtype=dtype)  # noqa: E731
+    r = math.sqrt(log_max)
+    with pytest.raises(ValueError, match="normalize=\"none\""):
+        attention(a([r * 1.01]), a([r * 1.01]), a([1.0]), normalize="none")
+    with pytest.raises(ValueError, match="normalize=\"none\""):
+        attention_weights(a([r * 1.01]), a([r * 1.01]), normalize="none")
+    check_attention(a([r * 0.99]), a([r * 0.99]), a([1.0]), example=False, normalize="none")
+    check_attention(a([r * 3]), a([-r * 3]), a([1.0]), example=False, normalize="none")
+
+
+def test_empty_keys_agree():
+    """No keys: attention and linear attention give 0 rows, attention_weights an (n, 0) array."""
+    q, k, v = np.ones((2, 3)), np.ones((0, 3)), np.ones((0, 4))
+    omega = np.random.default_rng(0).standard_normal((5, 3))
+    assert attention_weights(q, k).shape == (2, 0)
+    for normalize in ("softmax", "l2", "relu2", "none"):
+        assert np.array_equal(attention(q, k, v, normalize=normalize), np.zeros((2, 4)))
+    assert np.array_equal(linear_attention(q, k, v, lambda x: positive_random_features(x, omega)), np.zeros((2, 4)))
+    assert positive_random_features(q, omega[:0]).shape == (2, 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(NORMS))
+@pytest.mark.parametrize("where", ["tiny", "subnormal", "one", "near max", "max/2 offset"])
+@pytest.mark.parametrize("eps_", [0.0, 1e-5])
+def test_norms_at_the_edges(dtype, name, where, eps_):
+    info = np.finfo(dtype)
+    base = np.array([[[3.0, -3.0, 1.0, 0.5], [1.0, 2.0, -4.0, 0.25]]])
+    scale = {"tiny": float(info.tiny) * 2, "subnormal": float(info.smallest_subnormal) * 64, "one": 1.0,
+             "near max": float(info.max) / 8, "max/2 offset": 1.0}[where]
+    with np.errstate(under="ignore"):
+        x = (base * scale).astype(dtype)
+    if where == "max/2 offset":
+        x = (np.float64(info.max) / 2 + base * (float(info.max) / 64)).astype(dtype)
+    check_norm(name, x, eps_)
