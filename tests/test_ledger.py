@@ -8,6 +8,7 @@ passes here is one whose evidence really exists and really checks something.
 
 import copy
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -206,7 +207,11 @@ def test_tautological_evidence_cell_is_rejected(tmp_path, line):
     """The real cell with its assert replaced by one that cannot fail."""
     def tautologise(cells):
         cell = tagged(cells, "check-numeric")
-        cell["source"] = "".join(cell["source"]).replace("assert all(within)", line)
+        source = "".join(cell["source"])
+        # the cell's whole assert line (it may assert more than all(within)) becomes ``line``
+        mutated = re.sub(r"^assert all\(within\).*$", line, source, count=1, flags=re.M)
+        assert mutated != source and line in mutated
+        cell["source"] = mutated
 
     root = scratch_root(tmp_path, tautologise)
     problems = problems_in(root, entry())
@@ -263,7 +268,16 @@ def test_tautology_detector(test, cannot_fail):
 
 def add_symbolic_tag(tag):
     def edit(cells):
-        tagged(cells, tag)["metadata"]["tags"].append("symbolic")
+        tags = tagged(cells, tag)["metadata"]["tags"]
+        if "symbolic" not in tags:
+            tags.append("symbolic")
+    return edit
+
+
+def remove_symbolic_tag(tag):
+    def edit(cells):
+        tags = tagged(cells, tag)["metadata"]["tags"]
+        tags[:] = [t for t in tags if t != "symbolic"]
     return edit
 
 
@@ -274,7 +288,8 @@ def test_symbolic_proof_over_integer_size_is_accepted(tmp_path):
 
 
 def test_proved_row_without_symbolic_cell_is_rejected(tmp_path):
-    root = scratch_root(tmp_path)
+    """The real notebook tags proof-general-n symbolic; the scratch copy drops that tag."""
+    root = scratch_root(tmp_path, remove_symbolic_tag("proof-general-n"))
     problems = problems_in(root, entry("proved", ("proof-general-n", "proof-small-n")))
     assert any("needs an evidence cell tagged 'symbolic'" in p for p in problems), problems
 
