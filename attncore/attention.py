@@ -217,8 +217,10 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     :math:`W = \\max|R|`, :math:`U = \\max|V|`, :math:`M` and :math:`T` the largest
     and the smallest normal float.  The *shifted* route takes :math:`c_i = \\max_j s_{ij}`:
     then :math:`E_{ij} \\le 1 \\le D_i \\le m` and every partial sum of the
-    product is at most :math:`m W U 2^g`, so :math:`g = 0` unless
-    :math:`m W U > M/e`, when :math:`g < 0` brings it below.  The *unshifted*
+    product is at most :math:`m W U 2^g`, so :math:`g = 0`; only a block whose
+    output then overflows (possible only when :math:`m W U > M/e`) is computed
+    again with the :math:`g < 0` that brings the bound below :math:`M/e`, so that
+    small products are not scaled into the subnormals in advance.  The *unshifted*
     route, :math:`c_i = 0`, saves two passes over the scores and is taken only
     when
 
@@ -231,8 +233,10 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     (for ``"l2"`` also :math:`2B \\le -\\ln T - 1` and :math:`\\ln m + 2B \\le \\ln M - 1`).
     The first inequality makes every :math:`e^{s}` a normal number, so no row
     underflows to 0 and :math:`D` is as accurate as in the shifted route; the
-    second bounds :math:`D_i 2^g`, every partial sum of :math:`(E \\odot R)(2^g V)`
-    and :math:`2^g V` by :math:`M/e`; and :math:`2^g \\ge e^{B} \\ge e^{-c_i}` makes
+    second bounds :math:`D_i 2^g`, every partial sum of :math:`(E \\odot R)(2^g V)`,
+    :math:`E \\odot R 2^g` and :math:`2^g V` by :math:`M/e` (with ``reweight``,
+    :math:`\\ln WU` is replaced by :math:`\\ln W + \\max(0, \\ln U)`, since
+    :math:`E \\odot R` is formed first); and :math:`2^g \\ge e^{B} \\ge e^{-c_i}` makes
     each product :math:`E_{ij} R_{ij} 2^g V_{jc}` at least as large in magnitude as
     in the shifted route, so nothing underflows that the shifted route keeps
     (without ``reweight`` and with :math:`\\min|V| \\ge e^{B+1} T`, no product can
@@ -275,13 +279,18 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
 
     log_bound = _log_score_bound(q, k, bias)
     q, bias, temperature = _fit_scores(q, k, bias, log_bound)
-    shift, gain = True, 0
+    shift, gain, rescue = True, 0, 0
     if normalize in ("softmax", "l2") and m > 0 and v.size:
         # Powers of two that scale v (or reweight) and the denominators alike: see Notes.
         log_vmin, log_values = _log_abs_range(v)
         if reweight is not None:
-            log_vmin, log_values = -math.inf, log_values + _log_max_abs(reweight)
+            # e^s reweight is formed before the product with v: bound it even where v is small or 0.
+            log_vmin, log_values = -math.inf, max(log_values, 0.0) + _log_max_abs(reweight)
         shift, gain = _plan(log_bound if temperature == 1.0 else math.inf, m, log_values, normalize, work)
+        if shift:
+            # Scale the values down only for a block whose output overflows: scaling them
+            # in advance would push products that are merely small into the subnormals.
+            rescue, gain = gain, 0
         if not shift and log_vmin >= _limits(work)[1] + math.exp(log_bound) + 1:
             # min |v| >= e T e^B: no product e^s v can underflow, and 2**gain is not needed.
             gain = 0
@@ -306,10 +315,16 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         if reweight is not None:
             numerators *= _rows(reweight, start, stop, n)
         rows = out[..., start:stop, :]  # (..., rows, v)
-        np.matmul(numerators, v, out=rows)
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.matmul(numerators, v, out=rows)
+        scaled = gain
+        if rescue and not np.all(np.isfinite(rows)):
+            # Shifted weights are <= 1, so only m max|reweight| max|v| can overflow: retry with v * 2**rescue.
+            np.matmul(numerators, np.ldexp(v, rescue), out=rows)
+            scaled = rescue
         if denominator is not None:
-            if gain:
-                denominator = np.ldexp(denominator, gain)
+            if scaled:
+                denominator = np.ldexp(denominator, scaled)
             np.divide(rows, denominator, out=rows, where=denominator > 0)
 
     for start in range(0, n, rows_per_block):

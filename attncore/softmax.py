@@ -92,14 +92,15 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
     """
     z = np.array(as_float_array(x, "x", finite="-inf"), copy=True)
     axis = check_axis(axis, z.ndim, "x")
-    # The logits are divided by T in z's dtype: T and 1/T must both be finite and nonzero there.
-    temperature = float(check_real(temperature, "temperature", z.dtype, positive=True, reciprocal=True))
+    work = compute_dtype(z)
+    # The logits are divided by T in the compute dtype: T and 1/T must both be finite and nonzero there.
+    temperature = float(check_real(temperature, "temperature", work, positive=True, reciprocal=True))
     if z.shape[axis] == 0:
         raise ValueError(f"x must have at least one entry along axis {axis}, got shape {z.shape}")
     if mask is not None:
         mask = check_mask(mask, z.shape, "x")
     # float16 is computed in float32 (as PyTorch does) and rounded once at the end.
-    work = z.astype(compute_dtype(z), copy=False)
+    work = z.astype(work, copy=False)
     return _softmax_inplace(work, axis, temperature=temperature, mask=mask).astype(z.dtype, copy=False)
 
 
