@@ -40,7 +40,8 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
         ``+inf`` are errors.
     scale : float, optional
         Multiplies ``q k^T``; ``1 / sqrt(k)`` by default.  A real number,
-        finite in the dtype of the scores (``result_type(q, k)``).
+        finite in the compute dtype of the scores (``result_type(q, k)``,
+        float32 for float16 input).
     normalize : {"softmax", "l2", "relu2", "none"}, optional
         How a row of scores ``s`` becomes a row of weights: ``"softmax"``,
         ``exp(s) / sum(exp(s))`` (rows sum to 1); ``"l2"``,
@@ -62,9 +63,9 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
         If ``q`` is not ``(..., n, k)``, ``k`` not ``(..., m, k)`` or their
         batch axes do not broadcast; if ``q`` or ``k`` holds NaN or ``+-inf``,
         or ``bias`` NaN or ``+inf``; if ``mask`` or ``bias`` does not
-        broadcast to ``(..., n, m)``; if ``scale`` is not finite in the dtype
-        of the scores, or ``q * scale`` overflows; if a float64 ``bias``
-        overflows the dtype of the scores; if ``k = 0`` and no ``scale`` is
+        broadcast to ``(..., n, m)``; if ``scale`` is not finite in the compute
+        dtype of the scores, or ``q * scale`` overflows; if a float64 ``bias``
+        overflows that compute dtype; if ``k = 0`` and no ``scale`` is
         given; if ``normalize`` is not one of :data:`attncore.NORMALIZERS`.
 
     Notes
@@ -194,7 +195,7 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         As :func:`attention_weights`, and if ``v`` is not ``(..., m, v)`` or
         holds NaN or ``+-inf``, or ``reweight`` does not broadcast to
         ``(..., n, m)``, holds NaN or ``+-inf``, or (float64) overflows the
-        dtype of the scores.
+        compute dtype of the scores.
 
     Notes
     -----

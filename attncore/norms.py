@@ -64,8 +64,9 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
         If ``x`` has the wrong number of axes, ``gamma`` or ``beta`` is not
         ``(d,)``, or any of them holds NaN or ``+-inf``; if ``eps`` is
         negative or not finite, or is not representable (``inf``, or a
-        positive ``eps`` that rounds to 0) in the dtype of ``x``; if a float64
-        ``gamma`` or ``beta`` overflows the dtype of ``x``.
+        positive ``eps`` that rounds to 0) in float64, where it is added;
+        if a float64 ``gamma`` or ``beta`` overflows the compute dtype
+        (float32 for float16 ``x``).
 
     Notes
     -----
@@ -117,8 +118,9 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
         If ``x`` has the wrong number of axes, ``gamma`` or ``beta`` is not
         ``(d,)``, or any of them holds NaN or ``+-inf``; if ``eps`` is
         negative or not finite, or is not representable (``inf``, or a
-        positive ``eps`` that rounds to 0) in the dtype of ``x``; if a float64
-        ``gamma`` or ``beta`` overflows the dtype of ``x``.
+        positive ``eps`` that rounds to 0) in float64, where it is added;
+        if a float64 ``gamma`` or ``beta`` overflows the compute dtype
+        (float32 for float16 ``x``).
 
     Notes
     -----
@@ -164,8 +166,9 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
         If ``x`` has the wrong number of axes, ``gamma`` or ``beta`` is not
         ``(d,)``, or any of them holds NaN or ``+-inf``; if ``eps`` is
         negative or not finite, or is not representable (``inf``, or a
-        positive ``eps`` that rounds to 0) in the dtype of ``x``; if a float64
-        ``gamma`` or ``beta`` overflows the dtype of ``x``.
+        positive ``eps`` that rounds to 0) in float64, where it is added;
+        if a float64 ``gamma`` or ``beta`` overflows the compute dtype
+        (float32 for float16 ``x``).
 
     Notes
     -----
@@ -214,8 +217,9 @@ def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
         If ``x`` has the wrong number of axes, ``gamma`` or ``beta`` is not
         ``(d,)``, or any of them holds NaN or ``+-inf``; if ``eps`` is
         negative or not finite, or is not representable (``inf``, or a
-        positive ``eps`` that rounds to 0) in the dtype of ``x``; if a float64
-        ``gamma`` or ``beta`` overflows the dtype of ``x``.
+        positive ``eps`` that rounds to 0) in float64, where it is added;
+        if a float64 ``gamma`` or ``beta`` overflows the compute dtype
+        (float32 for float16 ``x``).
 
     Notes
     -----

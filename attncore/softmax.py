@@ -36,7 +36,7 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
     temperature : float, optional
         ``T > 0``; the logits are divided by it.  ``T -> 0`` tends to the
         hardmax, ``T -> inf`` to the uniform distribution.  ``T`` and ``1/T``
-        must be finite and nonzero in the dtype of ``x``.
+        must be finite and nonzero in the compute dtype (float32 for float16 ``x``).
     mask : array_like of bool, optional
         Broadcastable to ``x.shape``; ``True`` = may attend.  Masked entries get
         a weight of exactly 0.
@@ -59,7 +59,7 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
     ValueError
         If ``x`` holds NaN or ``+inf``; if ``axis`` is out of range or ``x``
         has no entry along it; if ``temperature`` is not ``> 0`` and finite,
-        or it or its reciprocal is 0 or ``inf`` in the dtype of ``x``; if
+        or it or its reciprocal is 0 or ``inf`` in the compute dtype; if
         ``mask`` does not broadcast to the shape of ``x``.
 
     Notes
