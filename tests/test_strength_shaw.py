@@ -52,3 +52,16 @@ def test_shaw_relative_embeddings_errors_name_the_argument():
         shaw_relative_embeddings(2, 2, np.zeros((3, 1), dtype=bool))
     with raises_naming(ValueError, "table", "(2K+1, k)"):
         shaw_relative_embeddings(2, 2, np.zeros(3))
+
+
+def test_shaw_attention_with_a_given_scale_matches_the_loop():
+    # e_ij = s q_i . (k_j + a^K_ij), alpha = softmax_j(e_ij), z_i = sum_j alpha_ij (v_j + a^V_ij);
+    # the scale s multiplies the content and the relative term alike
+    args = good()
+    s = 0.3
+    got = shaw_attention(**args, scale=s)
+    q, k, v, rk, rv = args["q"], args["k"], args["v"], args["rel_k"], args["rel_v"]
+    for i in range(N):
+        e = [np.exp(s * float(q[i] @ (k[j] + rk[i, j]))) for j in range(M)]
+        z = sum(e[j] / sum(e) * (v[j] + rv[i, j]) for j in range(M))
+        np.testing.assert_allclose(got[i], z, rtol=1e-12, atol=1e-14)
