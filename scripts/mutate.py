@@ -20,6 +20,9 @@ Usage::
 
     python scripts/mutate.py                 # full run from scratch (rm -rf mutants/)
     python scripts/mutate.py --report-only   # rewrite the report from mutants/
+    python scripts/mutate.py --rerun-survivors   # after adding tests: rerun only the mutants
+                                                 # that survived in mutants/ (keeps the full
+                                                 # run's time and scores as "before")
     python scripts/mutate.py --max-children 2
 
 Run it under ``nice``: it keeps ``--max-children`` processes busy for the
@@ -156,6 +159,8 @@ def collect():
                 entry["why"] = str(equivalent[key]).strip()
             counts[entry["status"] if entry["status"] in ("survived", "equivalent") else "other"] += 1
             survivors.append(entry)
+        if not counts["total"]:
+            continue
         live = counts["total"] - counts["equivalent"]
         modules[rel.stem] = {
             "total": counts["total"], "killed": counts["killed"], "survived": counts["survived"],
@@ -196,14 +201,20 @@ def markdown(r):
         f"(target {100 * TARGET:.0f}%); {t['survived']} survive, {t['equivalent']} are equivalent"
         + (f", {t['not_run']} were not run or not covered by any test" if t["not_run"] else "") + ".",
         "",
-        "| module | mutants | killed | timeout | survived | equivalent | score |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, m in r["modules"].items():
-        out.append(f"| `{name}` | {m['total']} | {m['killed']} | {m['timeout']} | {m['survived']} "
-                   f"| {m['equivalent']} | {100 * m['score']:.1f}% |")
-    out.append(f"| **all** | {t['total']} | {t['killed']} | {t['timeout']} | {t['survived']} "
-               f"| {t['equivalent']} | {100 * t['score']:.1f}% |")
+    b = r.get("before")
+    if b:
+        out += [f"The column *before* is the score of the full run of {b['date']}, before the tests of "
+                "`tests/test_strength_*.py` were written (and before any survivor was marked equivalent); "
+                "the surviving mutants were then run again against the new tests"
+                + (f" ({r['rerun_seconds'] / 60:.0f} minutes)." if r.get("rerun_seconds") else "."), ""]
+    head = "| module | mutants | killed | timeout | survived | equivalent |" + (" before |" if b else "") + " score |"
+    out += [head, "| --- |" + " ---: |" * (head.count("|") - 2)]
+    for name, m in list(r["modules"].items()) + [("all", t)]:
+        label = "**all**" if name == "all" else f"`{name}`"
+        prev = (b["totals"]["score"] if name == "all" else b["modules"].get(name)) if b else None
+        out.append(f"| {label} | {m['total']} | {m['killed']} | {m['timeout']} | {m['survived']} "
+                   f"| {m['equivalent']} |" + (f" {100 * prev:.1f}% |" if b else "") + f" {100 * m['score']:.1f}% |")
     for title, status in (("Surviving mutants (gaps in the tests)", "survived"),
                           ("Equivalent mutants", "equivalent"),
                           ("Mutants not run", None)):
@@ -224,28 +235,42 @@ def markdown(r):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--report-only", action="store_true", help="do not run mutmut; report on mutants/")
+    ap.add_argument("--rerun-survivors", action="store_true",
+                    help="rerun only the mutants that survived the last run (after adding tests)")
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--partial", nargs="*", default=None,
                     help="mark the results as partial, covering these modules only")
     args = ap.parse_args()
     os.chdir(ROOT)
-    seconds = None
-    if not args.report_only:
+    previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    seconds, rerun_seconds, before = None, None, previous.get("before")
+    mutmut = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(args.max_children)]
+    if args.rerun_survivors:
+        names = [s["mutant"] for s in previous.get("survivors", []) if s["status"] in ("survived", "equivalent")]
+        seconds = previous.get("seconds")
+        before = before or {"date": previous["date"], "totals": previous["totals"],
+                            "modules": {k: v["score"] for k, v in previous["modules"].items()}}
+        start = time.monotonic()
+        proc = subprocess.run(mutmut + names, stdout=subprocess.DEVNULL) if names else None
+        rerun_seconds = time.monotonic() - start
+        if proc and proc.returncode:
+            sys.exit(f"mutmut run failed with exit code {proc.returncode}")
+    elif not args.report_only:
         shutil.rmtree(ROOT / "mutants", ignore_errors=True)
         start = time.monotonic()
-        proc = subprocess.run([str(Path(sys.executable).parent / "mutmut"), "run",
-                               "--max-children", str(args.max_children)],
-                              stdout=subprocess.DEVNULL)
+        proc = subprocess.run(mutmut, stdout=subprocess.DEVNULL)
         seconds = time.monotonic() - start
+        before = None
         if proc.returncode:
             sys.exit(f"mutmut run failed with exit code {proc.returncode}")
-    elif RESULTS.exists():
-        seconds = json.loads(RESULTS.read_text()).get("seconds")
+    else:
+        seconds, rerun_seconds = previous.get("seconds"), previous.get("rerun_seconds")
     modules, survivors, stale = collect()
     r = {
         "tool": "mutmut", "version": version("mutmut"),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(), "max_children": args.max_children, "seconds": seconds,
+        "rerun_seconds": rerun_seconds, "before": before,
         "tests": "attncore doctests and tests/ except test_site, test_book, test_chapters, test_ledger "
                  "(setup.cfg [mutmut])",
         "partial": args.partial, "target": TARGET,
