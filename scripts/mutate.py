@@ -223,7 +223,12 @@ def markdown(r):
         if not rows:
             continue
         out += ["", f"## {title}", ""]
+        module = None
         for s in rows:
+            if s["file"] != module:
+                module = s["file"]
+                count = sum(1 for x in rows if x["file"] == module)
+                out += [f"### `{Path(module).stem}` ({count})", ""]
             out += [f"**`{s['file']}:{s['line']}`** in `{s['function']}` ({s['mutant'].split('.')[-1]}"
                     + ("" if status else f", {s['status']}") + ")", ""]
             if s.get("why"):
