@@ -206,8 +206,13 @@ def markdown(r):
     if b:
         out += [f"The column *before* is the score of the full run of {b['date']}, before the tests of "
                 "`tests/test_strength_*.py` were written (and before any survivor was marked equivalent); "
-                "the surviving mutants were then run again against the new tests"
-                + (f" ({r['rerun_seconds'] / 60:.0f} minutes)." if r.get("rerun_seconds") else "."), ""]
+                "the surviving mutants"
+                + (" of " + ", ".join(f"`{m}`" for m in r["rerun_modules"]) if r.get("rerun_modules")
+                   and set(r["rerun_modules"]) != set(r["modules"]) else "")
+                + " were then run again against the new tests"
+                + (f" ({r['rerun_seconds'] / 60:.0f} minutes)" if r.get("rerun_seconds") else "")
+                + ("; the other modules' survivors were not run again, so their counts are those of the full run."
+                   if r.get("rerun_modules") and set(r["rerun_modules"]) != set(r["modules"]) else "."), ""]
     head = "| module | mutants | killed | timeout | survived | equivalent |" + (" before |" if b else "") + " score |"
     out += [head, "| --- |" + " ---: |" * (head.count("|") - 2)]
     for name, m in list(r["modules"].items()) + [("all", t)]:
@@ -240,8 +245,9 @@ def markdown(r):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--report-only", action="store_true", help="do not run mutmut; report on mutants/")
-    ap.add_argument("--rerun-survivors", action="store_true",
-                    help="rerun only the mutants that survived the last run (after adding tests)")
+    ap.add_argument("--rerun-survivors", nargs="*", metavar="MODULE", default=None,
+                    help="rerun only the mutants that survived the last run (after adding tests), "
+                         "in the given modules (all by default)")
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--partial", nargs="*", default=None,
                     help="mark the results as partial, covering these modules only")
@@ -250,8 +256,11 @@ def main():
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     seconds, rerun_seconds, before = None, None, previous.get("before")
     mutmut = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(args.max_children)]
-    if args.rerun_survivors:
-        names = [s["mutant"] for s in previous.get("survivors", []) if s["status"] in ("survived", "equivalent")]
+    rerun_modules = previous.get("rerun_modules") if args.report_only else None
+    if args.rerun_survivors is not None:
+        rerun_modules = args.rerun_survivors or sorted(previous["modules"])
+        names = [s["mutant"] for s in previous.get("survivors", [])
+                 if s["status"] in ("survived", "equivalent") and Path(s["file"]).stem in rerun_modules]
         seconds = previous.get("seconds")
         before = before or {"date": previous["date"], "totals": previous["totals"],
                             "modules": {k: v["score"] for k, v in previous["modules"].items()}}
@@ -275,7 +284,7 @@ def main():
         "tool": "mutmut", "version": version("mutmut"),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(), "max_children": args.max_children, "seconds": seconds,
-        "rerun_seconds": rerun_seconds, "before": before,
+        "rerun_seconds": rerun_seconds, "rerun_modules": rerun_modules, "before": before,
         "tests": "attncore doctests and tests/ except test_site, test_book, test_chapters, test_ledger "
                  "(setup.cfg [mutmut])",
         "partial": args.partial, "target": TARGET,
