@@ -57,3 +57,76 @@ def test_readout_of_features_without_columns_is_the_mean():
     pred, mse = linear_readout(np.zeros((4, 0)), y)
     np.testing.assert_array_equal(pred, np.full(4, 1.5))
     assert mse == np.var(y)
+
+
+# ---- the random probe model ---------------------------------------------------------------------
+
+from attncore.positional import sinusoidal_encoding  # noqa: E402
+from attncore.probe import probe_hidden_states  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["n", "d", "d_ff", "num_heads"])
+def test_probe_model_errors_name_the_count(name):
+    sizes = dict(d=4, d_ff=4, num_heads=1)
+    sizes[name] = 0
+    n = sizes.pop("n", 3)
+    with raises_naming(ValueError, name):
+        probe_hidden_states(n, np.random.default_rng(0), **sizes)
+
+
+def test_probe_model_other_errors():
+    rng = np.random.default_rng(0)
+    with raises_naming(ValueError, "shaw_clip"):
+        probe_hidden_states(3, rng, scheme="shaw", shaw_clip=-1)
+    with raises_naming(TypeError, "rng", "got int"):
+        probe_hidden_states(3, 0)
+    with raises_naming(ValueError, "scheme", "one of none, sinusoidal, "):
+        probe_hidden_states(3, rng, scheme="absolute")
+    with raises_naming(ValueError, "normalize", "one of softmax, "):
+        probe_hidden_states(3, rng, normalize="sparsemax")
+    with pytest.raises(ValueError, match='^urpe=True is not combined with scheme="shaw"$'):
+        probe_hidden_states(3, rng, scheme="shaw", urpe=True)
+
+
+def test_probe_model_smallest_sizes_and_no_clipping_distance():
+    # width, FFN width and heads of 1 are valid; with K = 0 every offset shares one Shaw
+    # embedding, so nothing tells the identical tokens apart and all states are equal
+    # (a layer norm over a single feature maps every state to 0)
+    h = probe_hidden_states(3, np.random.default_rng(1), d=1, d_ff=1, num_heads=1)
+    np.testing.assert_array_equal(h, np.zeros((3, 1)))
+    h = probe_hidden_states(4, np.random.default_rng(1), d=4, num_heads=1, scheme="shaw", shaw_clip=0)
+    np.testing.assert_allclose(h, np.broadcast_to(h[0], h.shape), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("special_tokens", [False, True])
+def test_probe_model_without_layers_is_the_token_plus_its_code(special_tokens):
+    # L = 0: the output is the input, n copies of one token drawn first from rng, plus the
+    # position code (the [CLS] / [SEP] embeddings come next from rng and are dropped)
+    n, d, seed = 5, 6, 4
+    ref = np.random.default_rng(seed)
+    token = ref.standard_normal(d)
+    first = 1 if special_tokens else 0
+    total = n + 2 * first
+    got = probe_hidden_states(n, np.random.default_rng(seed), d=d, num_heads=1, layers=0,
+                              scheme="sinusoidal", special_tokens=special_tokens)
+    np.testing.assert_array_equal(got, token + sinusoidal_encoding(total, d)[first:first + n])
+
+
+def test_probe_model_learned_code_without_layers():
+    n, d, seed = 5, 6, 4
+    ref = np.random.default_rng(seed)
+    token = ref.standard_normal(d)
+    table = ref.standard_normal((n, d))
+    got = probe_hidden_states(n, np.random.default_rng(seed), d=d, num_heads=1, layers=0, scheme="learned")
+    np.testing.assert_array_equal(got, token + table)
+
+
+@pytest.mark.parametrize("scheme", ["none", "shaw"])
+def test_probe_model_defaults_are_the_documented_ones(scheme):
+    # two layers, FFN width 64 and Shaw clipping distance 8 (the signature's documented values)
+    a = probe_hidden_states(6, np.random.default_rng(2), scheme=scheme, causal=True)
+    b = probe_hidden_states(6, np.random.default_rng(2), scheme=scheme, causal=True,
+                            layers=2, d_ff=64, shaw_clip=8)
+    np.testing.assert_array_equal(a, b)
+    c = probe_hidden_states(6, np.random.default_rng(2), scheme=scheme, causal=True, layers=3)
+    assert not np.allclose(a, c)
