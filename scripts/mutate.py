@@ -161,12 +161,12 @@ def collect():
             survivors.append(entry)
         if not counts["total"]:
             continue
-        live = counts["total"] - counts["equivalent"]
+        live = counts["total"] - counts["equivalent"] - counts["other"]  # of the mutants run
         modules[rel.stem] = {
             "total": counts["total"], "killed": counts["killed"], "survived": counts["survived"],
             "timeout": counts["timeout"], "equivalent": counts["equivalent"],
             "not_run": counts["other"],
-            "score": (counts["killed"] + counts["timeout"]) / live if live else 1.0,
+            "score": (counts["killed"] + counts["timeout"]) / live if live else None,
         }
     stale = sorted(set(equivalent) - set(seen) - {k for k in equivalent if re.search(r" \(#\d+\)$", k)})
     return modules, survivors, stale
@@ -177,13 +177,17 @@ def _natural(name):
     return (head, int(num) if num.isdigit() else 0)
 
 
+def pct(score):
+    return "–" if score is None else f"{100 * score:.1f}%"
+
+
 def totals(modules):
     t = Counter()
     for m in modules.values():
         for k in ("total", "killed", "survived", "timeout", "equivalent", "not_run"):
             t[k] += m[k]
-    live = t["total"] - t["equivalent"]
-    return {**t, "score": (t["killed"] + t["timeout"]) / live if live else 1.0}
+    live = t["total"] - t["equivalent"] - t["not_run"]
+    return {**t, "score": (t["killed"] + t["timeout"]) / live if live else None}
 
 
 def markdown(r):
@@ -195,11 +199,13 @@ def markdown(r):
         + f" with {r['tool']} {r['version']} on {r['machine']['cpu']} ({r['machine']['cores']} cores, "
         f"Python {r['machine']['python']}), {r['max_children']} worker processes under `nice`: "
         + (f"{r['seconds'] / 60:.0f} minutes" if r["seconds"] else "time not measured")
-        + f" for {t['total']} mutants.",
+        + (f" for the {t['total'] - t['not_run']} mutants run, of {t['total']}." if t["not_run"] else f" for {t['total']} mutants."),
         "",
-        f"**Score: {100 * t['score']:.1f}%** of the {t['total'] - t['equivalent']} non-equivalent mutants killed "
+        f"**Score: {pct(t['score'])}** of the {t['total'] - t['equivalent'] - t['not_run']} non-equivalent "
+        f"mutants {'run ' if t['not_run'] else ''}killed "
         f"(target {100 * TARGET:.0f}%); {t['survived']} survive, {t['equivalent']} are equivalent"
-        + (f", {t['not_run']} were not run or not covered by any test" if t["not_run"] else "") + ".",
+        + (f"; **{t['not_run']} were not run** (the run was stopped before them; the score is over the mutants "
+           "that were run, and the modules concerned are marked *partial*)" if t["not_run"] else "") + ".",
         "",
     ]
     b = r.get("before")
@@ -216,13 +222,13 @@ def markdown(r):
     head = "| module | mutants | killed | timeout | survived | equivalent |" + (" before |" if b else "") + " score |"
     out += [head, "| --- |" + " ---: |" * (head.count("|") - 2)]
     for name, m in list(r["modules"].items()) + [("all", t)]:
-        label = "**all**" if name == "all" else f"`{name}`"
+        label = ("**all**" if name == "all" else f"`{name}`") + (f" (partial: {m['not_run']} not run)" if m["not_run"] else "")
         prev = (b["totals"]["score"] if name == "all" else b["modules"].get(name)) if b else None
         out.append(f"| {label} | {m['total']} | {m['killed']} | {m['timeout']} | {m['survived']} "
-                   f"| {m['equivalent']} |" + (f" {100 * prev:.1f}% |" if b else "") + f" {100 * m['score']:.1f}% |")
+                   f"| {m['equivalent']} |" + (f" {pct(prev)} |" if b else "") + f" {pct(m['score'])} |")
     for title, status in (("Surviving mutants (gaps in the tests)", "survived"),
                           ("Equivalent mutants", "equivalent"),
-                          ("Mutants not run", None)):
+                          ("Mutants not run or not covered by any test", None)):
         rows = [s for s in r["survivors"] if (s["status"] == status if status else
                                               s["status"] not in ("survived", "equivalent"))]
         if not rows:
@@ -259,8 +265,8 @@ def main():
     rerun_modules = previous.get("rerun_modules") if args.report_only else None
     if args.rerun_survivors is not None:
         rerun_modules = args.rerun_survivors or sorted(previous["modules"])
-        names = [s["mutant"] for s in previous.get("survivors", [])
-                 if s["status"] in ("survived", "equivalent") and Path(s["file"]).stem in rerun_modules]
+        # every mutant of those modules that was not killed: survivors, and any not run yet
+        names = [s["mutant"] for s in previous.get("survivors", []) if Path(s["file"]).stem in rerun_modules]
         seconds = previous.get("seconds")
         before = before or {"date": previous["date"], "totals": previous["totals"],
                             "modules": {k: v["score"] for k, v in previous["modules"].items()}}
@@ -295,9 +301,9 @@ def main():
     t = r["totals"]
     for name, m in modules.items():
         print(f"{name:14s} {m['total']:5d} mutants  killed {m['killed'] + m['timeout']:5d}  "
-              f"survived {m['survived']:4d}  equivalent {m['equivalent']:3d}  score {100 * m['score']:5.1f}%")
-    print(f"{'all':14s} {t['total']:5d} mutants  score {100 * t['score']:.1f}%  "
-          f"({'PASS' if t['score'] >= TARGET else 'FAIL'}: target {100 * TARGET:.0f}%)")
+              f"survived {m['survived']:4d}  equivalent {m['equivalent']:3d}  score {pct(m['score']):>6s}")
+    print(f"{'all':14s} {t['total']:5d} mutants  score {pct(t['score'])}  "
+          f"({'PASS' if t['score'] is not None and t['score'] >= TARGET else 'FAIL'}: target {100 * TARGET:.0f}%)")
     if seconds:
         print(f"mutmut ran for {seconds / 60:.1f} minutes")
     for key in stale:
