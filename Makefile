@@ -16,7 +16,7 @@ help:
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
 	@echo "make bench      run the benchmark suite: bench/results.json, bench/figures, PASS/FAIL per target"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
-	@echo "                slow: about MUTATE_MINUTES minutes on a shared 2-core machine with 2 workers"
+	@echo "                slow: about an hour on a shared 2-core machine, 2 workers under nice (not in make test)"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"
@@ -39,7 +39,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
-# Mutation testing is not part of `make test` (it takes most of an hour): mutmut and its
+# Mutation testing is not part of `make test` (it takes about an hour): mutmut and its
 # dependencies (requirements-mutate.txt) go into the same .venv, constrained by requirements.txt.
 MUTATE_STAMP := $(VENV)/.mutate-installed
 $(MUTATE_STAMP): $(STAMP) requirements-mutate.txt
