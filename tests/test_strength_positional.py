@@ -5,7 +5,15 @@ import re
 import numpy as np
 import pytest
 
-from attncore.positional import relative_bias, rope, rope_frequencies, rope_permutation, t5_relative_bucket
+from attncore.positional import (
+    alibi_slopes,
+    relative_bias,
+    rope,
+    rope_frequencies,
+    rope_permutation,
+    sinusoidal_encoding,
+    t5_relative_bucket,
+)
 from strength import raises_naming
 
 
@@ -16,7 +24,7 @@ def test_rope_errors_name_the_argument_and_the_shapes():
         rope(np.ones(4))
     with raises_naming(TypeError, "positions"):
         rope(np.ones((3, 4)), np.array([True, False, True]))
-    with raises_naming(ValueError, "positions", "x without its last axis"):
+    with raises_naming(ValueError, "positions", "to the shape of x without its last axis, (3,)"):
         rope(np.ones((3, 4)), np.arange(4))
 
 
@@ -124,3 +132,16 @@ def test_relative_bias_errors_name_the_argument():
         relative_bias(2, 2, lambda r: r == 0)
     with raises_naming(ValueError, "table_or_fn(offsets)", "(..., 2, 2)"):
         relative_bias(2, 2, lambda r: np.zeros((2, 3)))
+
+
+# ---- sinusoidal code and ALiBi slopes ----------------------------------------------------------
+
+def test_sinusoidal_of_no_positions_and_errors():
+    assert sinusoidal_encoding(0, 4).shape == (0, 4)
+    with raises_naming(ValueError, "base"):
+        sinusoidal_encoding(3, 4, base=-1.0)
+
+
+def test_alibi_slopes_error_names_num_heads():
+    with raises_naming(ValueError, "num_heads"):
+        alibi_slopes(0)

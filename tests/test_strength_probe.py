@@ -130,3 +130,21 @@ def test_probe_model_defaults_are_the_documented_ones(scheme):
     np.testing.assert_array_equal(a, b)
     c = probe_hidden_states(6, np.random.default_rng(2), scheme=scheme, causal=True, layers=3)
     assert not np.allclose(a, c)
+
+
+@pytest.mark.parametrize("scheme", ["none", "shaw", "alibi"])
+def test_probe_model_causal_states_ignore_later_tokens(scheme):
+    # under the causal mask token i sees tokens 0..i only; these schemes draw nothing whose
+    # size depends on n, so the first n states of n + 2 tokens are the states of n tokens
+    a = probe_hidden_states(4, np.random.default_rng(6), scheme=scheme, causal=True, d=8, num_heads=2)
+    b = probe_hidden_states(6, np.random.default_rng(6), scheme=scheme, causal=True, d=8, num_heads=2)
+    np.testing.assert_allclose(b[:4], a, rtol=1e-12, atol=1e-12)
+
+
+def test_probe_model_alibi_bias_changes_the_states_around_special_tokens():
+    # ALiBi draws nothing, so without its bias the states would be those of scheme "none";
+    # with identical tokens alone any weights average the same value, so [CLS] / [SEP] are
+    # needed for the bias to show
+    a = probe_hidden_states(5, np.random.default_rng(6), scheme="alibi", special_tokens=True)
+    b = probe_hidden_states(5, np.random.default_rng(6), scheme="none", special_tokens=True)
+    assert np.max(np.abs(a - b)) > 1e-2

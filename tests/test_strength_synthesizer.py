@@ -185,7 +185,7 @@ def test_costs_are_integers_and_accept_all_ones():
 def test_costs_reject_a_zero_size(bad):
     # a is given: without it, n = 0 fails in the search for a divisor (StopIteration, not a
     # ValueError; reported in the appendix)
-    sizes = dict(n=4, d=4, k=None, v=None, f=None, a=1, rank=None)
+    sizes = dict(n=4, d=4, k=4, v=4, f=4, a=1, rank=2)  # all given: no default hides the zero
     sizes[bad] = 0
     n, d = sizes.pop("n"), sizes.pop("d")
     with pytest.raises(ValueError, match="^need positive sizes"):

@@ -9,5 +9,5 @@ from strength import raises_naming
 def test_errors_name_diagonals_and_the_expected_length():
     with raises_naming(TypeError, "diagonals"):
         toeplitz(np.array([True, False, True]))
-    with raises_naming(ValueError, "diagonals", "2n-1"):
+    with raises_naming(ValueError, "diagonals", "(..., 2n-1)"):
         toeplitz(np.float64(1.0))
