@@ -128,8 +128,8 @@ def collect():
     from mutmut.mutation.diff_apply import get_diff_for_mutant
     from mutmut.stats import status_by_exit_code
 
-    equivalent = yaml.safe_load(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
-    equivalent = equivalent or {}
+    entries = (yaml.safe_load(EQUIVALENT.read_text()) if EQUIVALENT.exists() else None) or []
+    equivalent = {e["mutant"]: e["why"] for e in entries}
     modules, survivors, seen = {}, [], Counter()
     for meta in sorted((ROOT / "mutants" / "attncore").glob("*.py.meta")):
         rel = Path("attncore") / meta.name[: -len(".meta")]
@@ -142,6 +142,10 @@ def collect():
             counts["total"] += 1
             if status in ("killed", "timeout"):
                 counts[status] += 1
+                continue
+            if status != "survived":  # not run (or no test covers it): named and counted only
+                counts["other"] += 1
+                survivors.append({"mutant": name, "status": status, "file": str(rel)})
                 continue
             diff = get_diff_for_mutant(name, path=rel)
             func = name.split(".")[-1].split("__mutmut_")[0]
@@ -199,7 +203,11 @@ def markdown(r):
         + f" with {r['tool']} {r['version']} on {r['machine']['cpu']} ({r['machine']['cores']} cores, "
         f"Python {r['machine']['python']}), {r['max_children']} worker processes under `nice`: "
         + (f"{r['seconds'] / 60:.0f} minutes" if r["seconds"] else "time not measured")
-        + (f" for the {t['total'] - t['not_run']} mutants run, of {t['total']}." if t["not_run"] else f" for {t['total']} mutants."),
+        + (f" for the first run, which reached {r['before']['totals']['total'] - r['before']['totals']['not_run']} "
+           f"of the {t['total']} mutants" + (" before it was stopped." if r["before"]["totals"]["not_run"] else ".")
+           if r.get("before") else "")
+        + ("" if r.get("before") else f" for the {t['total'] - t['not_run']} mutants run, of {t['total']}."
+           if t["not_run"] else f" for {t['total']} mutants."),
         "",
         f"**Score: {pct(t['score'])}** of the {t['total'] - t['equivalent'] - t['not_run']} non-equivalent "
         f"mutants {'run ' if t['not_run'] else ''}killed "
@@ -210,14 +218,14 @@ def markdown(r):
     ]
     b = r.get("before")
     if b:
-        out += [f"The column *before* is the score of the full run of {b['date']}, before the tests of "
+        out += [f"The column *before* is the score of the first run (reported {b['date']}), before the tests of "
                 "`tests/test_strength_*.py` were written (and before any survivor was marked equivalent); "
                 "the surviving mutants"
                 + (" of " + ", ".join(f"`{m}`" for m in r["rerun_modules"]) if r.get("rerun_modules")
                    and set(r["rerun_modules"]) != set(r["modules"]) else "")
                 + " were then run again against the new tests"
-                + (f" ({r['rerun_seconds'] / 60:.0f} minutes)" if r.get("rerun_seconds") else "")
-                + ("; the other modules' survivors were not run again, so their counts are those of the full run."
+                + (f" (the last such rerun took {r['rerun_seconds'] / 60:.0f} minutes)" if r.get("rerun_seconds") else "")
+                + ("; the other modules' survivors were not run again, so their counts are those of the first run."
                    if r.get("rerun_modules") and set(r["rerun_modules"]) != set(r["modules"]) else "."), ""]
     head = "| module | mutants | killed | timeout | survived | equivalent |" + (" before |" if b else "") + " score |"
     out += [head, "| --- |" + " ---: |" * (head.count("|") - 2)]
@@ -227,10 +235,8 @@ def markdown(r):
         out.append(f"| {label} | {m['total']} | {m['killed']} | {m['timeout']} | {m['survived']} "
                    f"| {m['equivalent']} |" + (f" {pct(prev)} |" if b else "") + f" {pct(m['score'])} |")
     for title, status in (("Surviving mutants (gaps in the tests)", "survived"),
-                          ("Equivalent mutants", "equivalent"),
-                          ("Mutants not run or not covered by any test", None)):
-        rows = [s for s in r["survivors"] if (s["status"] == status if status else
-                                              s["status"] not in ("survived", "equivalent"))]
+                          ("Equivalent mutants", "equivalent")):
+        rows = [s for s in r["survivors"] if s["status"] == status]
         if not rows:
             continue
         out += ["", f"## {title}", ""]
