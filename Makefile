@@ -16,7 +16,7 @@ help:
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
 	@echo "make bench      run the benchmark suite: bench/results.json, bench/figures, PASS/FAIL per target"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
-	@echo "                slow: about an hour on a shared 2-core machine, 2 workers under nice (not in make test)"
+	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"

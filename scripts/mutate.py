@@ -216,6 +216,10 @@ def markdown(r):
            "that were run, and the modules concerned are marked *partial*)" if t["not_run"] else "") + ".",
         "",
     ]
+    if r.get("resumed"):
+        out += [f"The stopped run was then continued (a plain `mutmut run`, against all the tests including "
+                f"the new ones) for {r['resumed']['seconds'] / 60:.0f} more minutes, which ran "
+                f"{r['resumed']['mutants']} more mutants.", ""]
     b = r.get("before")
     if b:
         out += [f"The column *before* is the score of the first run (reported {b['date']}), before the tests of "
@@ -297,6 +301,8 @@ def main():
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(), "max_children": args.max_children, "seconds": seconds,
         "rerun_seconds": rerun_seconds, "rerun_modules": rerun_modules, "before": before,
+        # a stopped run continued with a plain `mutmut run` (recorded by hand: seconds, mutants)
+        "resumed": previous.get("resumed"),
         "tests": "attncore doctests and tests/ except test_site, test_book, test_chapters, test_ledger "
                  "(setup.cfg [mutmut])",
         "partial": args.partial, "target": TARGET,
