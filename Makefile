@@ -9,16 +9,18 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: help setup book test bench lab notebooks lock clean
+.PHONY: help setup book test bench mutate lab notebooks lock clean
 
 help:
 	@echo "make book       set up .venv, execute the notebooks, build the website in _build/html"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
 	@echo "make bench      run the benchmark suite: bench/results.json, bench/figures, PASS/FAIL per target"
+	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
+	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"
-	@echo "make clean      remove _build (keeps .venv)"
+	@echo "make clean      remove _build and mutants (keeps .venv)"
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +39,16 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
+# Mutation testing is not part of `make test` (it takes about an hour): mutmut and its
+# dependencies (requirements-mutate.txt) go into the same .venv, constrained by requirements.txt.
+MUTATE_STAMP := $(VENV)/.mutate-installed
+$(MUTATE_STAMP): $(STAMP) requirements-mutate.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt -c requirements.txt
+	@touch $(MUTATE_STAMP)
+
+mutate: $(MUTATE_STAMP)
+	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2
+
 lab: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lab.txt
 	$(BIN)/jupyter lab notebooks
@@ -51,4 +63,4 @@ lock:
 	  /tmp/attncore-lock/bin/python -m pip freeze --all --exclude pip ) > requirements.txt
 
 clean:
-	rm -rf _build
+	rm -rf _build mutants

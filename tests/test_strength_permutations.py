@@ -1,0 +1,12 @@
+"""attncore.permutations: checks added to kill surviving mutants (see the appendix "How strong is the evidence")."""
+
+import re
+
+import pytest
+
+from attncore.permutations import inverse_permutation
+
+
+def test_a_repeated_index_is_named_with_the_range_it_must_cover():
+    with pytest.raises(ValueError, match="^" + re.escape("perm must contain each of 0..2 exactly once, got [0, 0, 2]") + "$"):
+        inverse_permutation([0, 0, 2])

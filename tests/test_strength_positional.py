@@ -1,0 +1,147 @@
+"""attncore.positional: checks added to kill surviving mutants (see the appendix "How strong is the evidence")."""
+
+import re
+
+import numpy as np
+import pytest
+
+from attncore.positional import (
+    alibi_slopes,
+    relative_bias,
+    rope,
+    rope_frequencies,
+    rope_permutation,
+    sinusoidal_encoding,
+    t5_relative_bucket,
+)
+from strength import raises_naming
+
+
+# ---- RoPE -----------------------------------------------------------------------------------
+
+def test_rope_errors_name_the_argument_and_the_shapes():
+    with raises_naming(ValueError, "x", "(..., n, d)"):
+        rope(np.ones(4))
+    with raises_naming(TypeError, "positions"):
+        rope(np.ones((3, 4)), np.array([True, False, True]))
+    with raises_naming(ValueError, "positions", "to the shape of x without its last axis, (3,)"):
+        rope(np.ones((3, 4)), np.arange(4))
+
+
+@pytest.mark.parametrize("convention", ["interleaved", "half"])
+def test_rope_with_another_base_matches_the_complex_form(convention):
+    # pair t of a token at position p turns by the angle p * base^(-2t/d): one complex
+    # multiplication per pair, written out in a loop
+    rng = np.random.default_rng(7)
+    n, d, base = 5, 6, 50.0
+    x = rng.normal(size=(n, d))
+    got = rope(x, base=base, convention=convention)
+    for p in range(n):
+        for t in range(d // 2):
+            i, j = (2 * t, 2 * t + 1) if convention == "interleaved" else (t, t + d // 2)
+            z = complex(x[p, i], x[p, j]) * complex(np.cos(p * base ** (-2 * t / d)), np.sin(p * base ** (-2 * t / d)))
+            assert abs(got[p, i] - z.real) < 1e-12 and abs(got[p, j] - z.imag) < 1e-12
+
+
+def test_rope_of_tokens_without_features_is_empty():
+    out = rope(np.zeros((3, 0)))
+    assert out.shape == (3, 0)
+
+
+def test_rope_frequencies_errors_name_d_and_base():
+    with raises_naming(ValueError, "d"):
+        rope_frequencies(0)
+    with raises_naming(ValueError, "d", "even"):
+        rope_frequencies(3)
+    with raises_naming(ValueError, "base"):
+        rope_frequencies(4, base=0.0)
+
+
+def test_rope_permutation_of_no_features_and_errors():
+    assert rope_permutation(0).shape == (0,)
+    with raises_naming(ValueError, "d"):
+        rope_permutation(-1)
+    with raises_naming(ValueError, "d", "even"):
+        rope_permutation(3)
+
+
+# ---- T5 buckets -------------------------------------------------------------------------------
+
+def test_t5_smallest_bidirectional_configuration():
+    # 4 buckets, 2 per direction, one of them exact (offset 0): every other offset falls into
+    # the single log bucket of its direction; keys after the query (rel > 0) use buckets 2, 3
+    rel = np.arange(-5, 6)
+    got = t5_relative_bucket(rel, num_buckets=4, max_distance=2)
+    expected = [(2 if r > 0 else 0) + (0 if r == 0 else 1) for r in rel]
+    assert got.tolist() == expected
+
+
+def _message(bidirectional, num_buckets, max_distance, exact):
+    return (f"need num_buckets >= {4 if bidirectional else 2} and max_distance > the number of exact "
+            f"buckets ({exact}), got num_buckets = {num_buckets}, max_distance = {max_distance}")
+
+
+@pytest.mark.parametrize("bidirectional,num_buckets,max_distance,exact", [
+    (True, 2, 128, 0),    # one bucket per direction: no exact bucket
+    (False, 1, 128, 0),
+    (True, 32, 8, 8),     # max_distance equal to the exact range
+    (True, 32, 1, 8),
+    (False, 16, 8, 8),
+])
+def test_t5_rejects_configurations_without_log_buckets(bidirectional, num_buckets, max_distance, exact):
+    with pytest.raises(ValueError, match="^" + re.escape(_message(bidirectional, num_buckets, max_distance, exact)) + "$"):
+        t5_relative_bucket(np.arange(3), bidirectional=bidirectional, num_buckets=num_buckets,
+                           max_distance=max_distance)
+
+
+def test_t5_errors_name_the_argument():
+    with raises_naming(ValueError, "num_buckets"):
+        t5_relative_bucket(np.arange(3), num_buckets=0)
+    with raises_naming(ValueError, "num_buckets"):
+        t5_relative_bucket(np.arange(3), num_buckets=1)  # bidirectional: at least one per direction
+    with raises_naming(TypeError, "num_buckets"):
+        t5_relative_bucket(np.arange(3), num_buckets=2.5)
+    with raises_naming(ValueError, "max_distance"):
+        t5_relative_bucket(np.arange(3), max_distance=0)
+    with raises_naming(TypeError, "relative_position"):
+        t5_relative_bucket(np.array([True]))
+
+
+# ---- relative bias ----------------------------------------------------------------------------
+
+def test_relative_bias_one_table_matches_loop():
+    n, m = 3, 4
+    table = np.arange(n + m - 1) * 1.5
+    b = relative_bias(n, m, table)
+    assert b.shape == (n, m)
+    for i in range(n):
+        for j in range(m):
+            assert b[i, j] == 1.5 * (j - i + n - 1)
+
+
+def test_relative_bias_errors_name_the_argument():
+    with raises_naming(ValueError, "n"):
+        relative_bias(0, 3, np.zeros(2))
+    with raises_naming(ValueError, "m"):
+        relative_bias(3, 0, np.zeros(2))
+    with raises_naming(TypeError, "table"):
+        relative_bias(2, 2, np.array([True, False, True]))
+    with raises_naming(ValueError, "table", "(..., 3)"):
+        relative_bias(2, 2, np.zeros(4))
+    with raises_naming(TypeError, "table_or_fn(offsets)"):
+        relative_bias(2, 2, lambda r: r == 0)
+    with raises_naming(ValueError, "table_or_fn(offsets)", "(..., 2, 2)"):
+        relative_bias(2, 2, lambda r: np.zeros((2, 3)))
+
+
+# ---- sinusoidal code and ALiBi slopes ----------------------------------------------------------
+
+def test_sinusoidal_of_no_positions_and_errors():
+    assert sinusoidal_encoding(0, 4).shape == (0, 4)
+    with raises_naming(ValueError, "base"):
+        sinusoidal_encoding(3, 4, base=-1.0)
+
+
+def test_alibi_slopes_error_names_num_heads():
+    with raises_naming(ValueError, "num_heads"):
+        alibi_slopes(0)

@@ -1,0 +1,150 @@
+"""attncore.probe: checks added to kill surviving mutants (see the appendix "How strong is the evidence")."""
+
+import numpy as np
+import pytest
+
+from attncore.probe import linear_readout
+from strength import raises_naming
+
+# Four centred rows whose two columns are orthogonal, of norms 2 and 1: the singular values
+# of the (already centred) features are exactly 2 and 1, and so is the spectral norm 2.
+F = np.array([[1.0, 0.5], [-1.0, 0.5], [1.0, -0.5], [-1.0, -0.5]])
+SECOND = F[:, 1] / np.linalg.norm(F[:, 1])   # unit direction of the smaller singular value
+
+
+def test_readout_errors_name_the_argument():
+    y = np.arange(4.0)
+    with raises_naming(TypeError, "features"):
+        linear_readout(F > 0, y)
+    with raises_naming(ValueError, "features", "(n, d)"):
+        linear_readout(np.arange(4.0), y)
+    with raises_naming(TypeError, "targets"):
+        linear_readout(F, y > 1)
+    with raises_naming(ValueError, "targets", "(4,)"):
+        linear_readout(F, np.arange(5.0))
+    with raises_naming(TypeError, "rcond", "got str"):
+        linear_readout(F, y, rcond="0.1")
+    with raises_naming(ValueError, "rcond"):
+        linear_readout(F, y, rcond=1.0)  # the cut-off must lie strictly inside (0, 1)
+
+
+def test_readout_cutoff_uses_the_spectral_norm():
+    # G = F / 4 has singular values 0.5 and 0.25, spectral norm 0.5, Frobenius norm 0.559.
+    # With rcond = 0.45 the cut-off is 0.225 < 0.25: both directions are kept and a target
+    # along the second one is read exactly (a cut-off from the Frobenius norm, 0.2516, or from
+    # any norm above 0.556, would drop it and predict the mean)
+    g = F / 4
+    y = 3.0 * SECOND + 5.0
+    pred, mse = linear_readout(g, y, rcond=0.45)
+    np.testing.assert_allclose(pred, y, rtol=0, atol=1e-12)
+    assert mse < 1e-24
+
+
+def test_readout_drops_a_singular_value_exactly_at_the_cutoff():
+    sv = np.linalg.svd(F - F.mean(axis=0), compute_uv=False)
+    if not (sv[1] == 0.5 * np.linalg.norm(F, 2)):
+        pytest.skip("this LAPACK does not return the singular values 2 and 1 exactly")
+    # "at most rcond * ||F||_2 counts as zero": the direction is dropped, the prediction is
+    # the mean and the error the variance of the targets
+    y = 3.0 * SECOND + 5.0
+    pred, mse = linear_readout(F, y, rcond=0.5)
+    np.testing.assert_allclose(pred, np.full(4, 5.0), rtol=0, atol=1e-12)
+    assert abs(mse - np.var(y)) < 1e-12
+
+
+def test_readout_of_features_without_columns_is_the_mean():
+    y = np.arange(4.0)
+    pred, mse = linear_readout(np.zeros((4, 0)), y)
+    np.testing.assert_array_equal(pred, np.full(4, 1.5))
+    assert mse == np.var(y)
+
+
+# ---- the random probe model ---------------------------------------------------------------------
+
+from attncore.positional import sinusoidal_encoding  # noqa: E402
+from attncore.probe import probe_hidden_states  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["n", "d", "d_ff", "num_heads"])
+def test_probe_model_errors_name_the_count(name):
+    sizes = dict(d=4, d_ff=4, num_heads=1)
+    sizes[name] = 0
+    n = sizes.pop("n", 3)
+    with raises_naming(ValueError, name):
+        probe_hidden_states(n, np.random.default_rng(0), **sizes)
+
+
+def test_probe_model_other_errors():
+    rng = np.random.default_rng(0)
+    with raises_naming(ValueError, "shaw_clip"):
+        probe_hidden_states(3, rng, scheme="shaw", shaw_clip=-1)
+    with raises_naming(TypeError, "rng", "got int"):
+        probe_hidden_states(3, 0)
+    with raises_naming(ValueError, "scheme", "one of none, sinusoidal, "):
+        probe_hidden_states(3, rng, scheme="absolute")
+    with raises_naming(ValueError, "normalize", "one of softmax, "):
+        probe_hidden_states(3, rng, normalize="sparsemax")
+    with pytest.raises(ValueError, match='^urpe=True is not combined with scheme="shaw"$'):
+        probe_hidden_states(3, rng, scheme="shaw", urpe=True)
+
+
+def test_probe_model_smallest_sizes_and_no_clipping_distance():
+    # width, FFN width and heads of 1 are valid; with K = 0 every offset shares one Shaw
+    # embedding, so nothing tells the identical tokens apart and all states are equal
+    # (a layer norm over a single feature maps every state to 0)
+    h = probe_hidden_states(3, np.random.default_rng(1), d=1, d_ff=1, num_heads=1)
+    np.testing.assert_array_equal(h, np.zeros((3, 1)))
+    h = probe_hidden_states(4, np.random.default_rng(1), d=4, num_heads=1, scheme="shaw", shaw_clip=0)
+    np.testing.assert_allclose(h, np.broadcast_to(h[0], h.shape), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("special_tokens", [False, True])
+def test_probe_model_without_layers_is_the_token_plus_its_code(special_tokens):
+    # L = 0: the output is the input, n copies of one token drawn first from rng, plus the
+    # position code (the [CLS] / [SEP] embeddings come next from rng and are dropped)
+    n, d, seed = 5, 6, 4
+    ref = np.random.default_rng(seed)
+    token = ref.standard_normal(d)
+    first = 1 if special_tokens else 0
+    total = n + 2 * first
+    got = probe_hidden_states(n, np.random.default_rng(seed), d=d, num_heads=1, layers=0,
+                              scheme="sinusoidal", special_tokens=special_tokens)
+    np.testing.assert_array_equal(got, token + sinusoidal_encoding(total, d)[first:first + n])
+
+
+def test_probe_model_learned_code_without_layers():
+    n, d, seed = 5, 6, 4
+    ref = np.random.default_rng(seed)
+    token = ref.standard_normal(d)
+    table = ref.standard_normal((n, d))
+    got = probe_hidden_states(n, np.random.default_rng(seed), d=d, num_heads=1, layers=0, scheme="learned")
+    np.testing.assert_array_equal(got, token + table)
+
+
+@pytest.mark.parametrize("scheme", ["none", "shaw"])
+def test_probe_model_defaults_are_the_documented_ones(scheme):
+    # two layers, FFN width 64 and Shaw clipping distance 8 (the signature's documented values)
+    a = probe_hidden_states(6, np.random.default_rng(2), scheme=scheme, causal=True)
+    b = probe_hidden_states(6, np.random.default_rng(2), scheme=scheme, causal=True,
+                            layers=2, d_ff=64, shaw_clip=8)
+    np.testing.assert_array_equal(a, b)
+    c = probe_hidden_states(6, np.random.default_rng(2), scheme=scheme, causal=True, layers=3)
+    assert not np.allclose(a, c)
+
+
+@pytest.mark.parametrize("scheme", ["none", "shaw", "alibi"])
+def test_probe_model_causal_states_ignore_later_tokens(scheme):
+    # under the causal mask token i sees tokens 0..i only; these schemes draw nothing whose
+    # size depends on n, so the first n states of n + 2 tokens are the states of n tokens
+    a = probe_hidden_states(4, np.random.default_rng(6), scheme=scheme, causal=True, d=8, num_heads=2)
+    b = probe_hidden_states(6, np.random.default_rng(6), scheme=scheme, causal=True, d=8, num_heads=2)
+    np.testing.assert_allclose(b[:4], a, rtol=1e-12, atol=1e-12)
+
+
+def test_probe_model_alibi_bias_changes_the_states_around_special_tokens():
+    # ALiBi draws nothing, so without its bias the states would be those of scheme "none";
+    # with identical tokens alone any weights average the same value, so [CLS] / [SEP] are
+    # needed for the bias to show
+    a = probe_hidden_states(5, np.random.default_rng(6), scheme="alibi", special_tokens=True)
+    b = probe_hidden_states(5, np.random.default_rng(6), scheme="none", special_tokens=True)
+    assert np.max(np.abs(a - b)) > 1e-2
