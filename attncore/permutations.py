@@ -31,7 +31,8 @@ def _check_permutation(perm):
             i = int(np.argmin(inside))
             what = f"perm[{i}] = {int(arr[i])} is out of range"
         else:
-            what = f"{int(np.count_nonzero(~ok))} of them are missing (the first, {int(np.argmin(ok))}), so others repeat"
+            missing = int(np.count_nonzero(~ok))
+            what = f"{missing} of them {'is' if missing == 1 else 'are'} missing (the first, {int(np.argmin(ok))}), so others repeat"
         raise ValueError(
             f"perm must contain each of 0..{arr.size - 1} exactly once (length {arr.size}); {what}"
         )

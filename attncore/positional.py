@@ -336,7 +336,7 @@ def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32,
     exact = given // 2 // 2 if bidirectional else given // 2
     if exact == 0 or max_distance <= exact:
         raise ValueError(
-            f"need num_buckets >= {4 if bidirectional else 2} and max_distance > the "
+            f"num_buckets must be >= {4 if bidirectional else 2} and max_distance > the "
             f"number of exact buckets ({exact}), got num_buckets = {given}, "
             f"max_distance = {max_distance}"
         )

@@ -77,7 +77,7 @@ def test_t5_smallest_bidirectional_configuration():
 
 
 def _message(bidirectional, num_buckets, max_distance, exact):
-    return (f"need num_buckets >= {4 if bidirectional else 2} and max_distance > the number of exact "
+    return (f"num_buckets must be >= {4 if bidirectional else 2} and max_distance > the number of exact "
             f"buckets ({exact}), got num_buckets = {num_buckets}, max_distance = {max_distance}")
 
 
@@ -124,9 +124,9 @@ def test_relative_bias_errors_name_the_argument():
         relative_bias(0, 3, np.zeros(2))
     with raises_naming(ValueError, "m"):
         relative_bias(3, 0, np.zeros(2))
-    with raises_naming(TypeError, "table"):
+    with raises_naming(TypeError, "table_or_fn"):
         relative_bias(2, 2, np.array([True, False, True]))
-    with raises_naming(ValueError, "table", "(..., 3)"):
+    with raises_naming(ValueError, "table_or_fn", "(..., 3)"):
         relative_bias(2, 2, np.zeros(4))
     with raises_naming(TypeError, "table_or_fn(offsets)"):
         relative_bias(2, 2, lambda r: r == 0)

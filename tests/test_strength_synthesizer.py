@@ -31,7 +31,7 @@ def normal(*shape):
 
 def test_dense_errors():
     x = normal(3, 2)
-    with raises_naming(ValueError, "w1", "(2, e)"):
+    with raises_naming(ValueError, "w1", "(2, f)"):
         dense_features(x, normal(4, 5), normal(5, 3))
     with raises_naming(ValueError, "w2", "(5, e)"):
         dense_features(x, normal(2, 5), normal(4, 3))
@@ -183,10 +183,8 @@ def test_costs_are_integers_and_accept_all_ones():
 
 @pytest.mark.parametrize("bad", ["n", "d", "k", "v", "f", "a", "rank"])
 def test_costs_reject_a_zero_size(bad):
-    # a is given: without it, n = 0 fails in the search for a divisor (StopIteration, not a
-    # ValueError; reported in the appendix)
     sizes = dict(n=4, d=4, k=4, v=4, f=4, a=1, rank=2)  # all given: no default hides the zero
     sizes[bad] = 0
     n, d = sizes.pop("n"), sizes.pop("d")
-    with pytest.raises(ValueError, match="^need positive sizes"):
+    with pytest.raises(ValueError, match=f"^{bad} must be an integer >= 1, got 0"):
         synthesizer_costs(n, d, **sizes)
