@@ -9,11 +9,13 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: help setup book test bench mutate lab notebooks lock clean
+.PHONY: help setup book test check notebook bench mutate lab notebooks lock clean
 
 help:
 	@echo "make book       set up .venv, execute the notebooks, build the website in _build/html"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
+	@echo "make check      the fast inner loop: doctests, unit and property tests (no notebooks, no book)"
+	@echo "make notebook NB=notebooks/NAME.ipynb   refresh one notebook's outputs, then nbval-check it"
 	@echo "make bench      run the benchmark suite: bench/results.json, bench/figures, PASS/FAIL per target"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
 	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice"
@@ -35,6 +37,17 @@ book: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The default addopts run nbval over the notebooks; the inner loop replaces them.
+FAST_OPTS := -o addopts="--doctest-modules --strict-markers -ra -p no:cacheprovider"
+
+check: $(STAMP)
+	$(BIN)/python -m pytest $(FAST_OPTS) attncore tests --ignore=tests/test_site.py --ignore=tests/test_book.py
+
+notebook: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make notebook NB=notebooks/NAME.ipynb"; exit 2; }
+	$(BIN)/python scripts/run_notebooks.py $(NB)
+	$(BIN)/python -m pytest -o addopts="--nbval --nbval-current-env -p no:cacheprovider" $(NB)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
