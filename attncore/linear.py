@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from attncore._checks import as_float_array, check_fits
 
 

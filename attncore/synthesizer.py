@@ -16,7 +16,6 @@ property of the parameters: a sequence of another length raises ``ValueError``.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

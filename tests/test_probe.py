@@ -10,7 +10,6 @@ from attncore import NORMALIZERS, attention, attention_weights, causal_mask, toe
 from attncore.probe import (
     ABSOLUTE_SCHEMES,
     AT_FLOOR_RTOL,
-    PROBE_SCHEMES,
     SCORE_ONLY_SCHEMES,
     SOLVED_RTOL,
     linear_readout,
