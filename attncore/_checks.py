@@ -228,18 +228,23 @@ def check_finite(x: np.ndarray, name: str, *, neg_inf: bool = False) -> None:
         )
 
 
+def _integer(value, name: str) -> int:
+    """``value`` as a Python int: ``TypeError`` unless an integer (``bool`` and floats are not)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got bool {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {describe(value)}") from None
+
+
 def check_count(value, name: str, *, minimum: int = 1) -> int:
     """Return ``value`` as an int: ``TypeError`` unless an integer, ``ValueError`` below ``minimum``.
 
     For lengths, widths and counts (``n``, ``d``, ``num_heads``...); booleans,
     floats (even ``2.0``) and strings are not counts.
     """
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got bool {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {describe(value)}") from None
+    value = _integer(value, name)
     if value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
     return value
@@ -281,12 +286,7 @@ def check_axis(axis, ndim: int, name: str) -> int:
 
     ``TypeError`` unless an integer (not a bool); ``ValueError`` out of range.
     """
-    if isinstance(axis, (bool, np.bool_)):
-        raise TypeError(f"axis must be an integer, got bool {axis!r}")
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"axis must be an integer, got {type(axis).__name__} {describe(axis)}") from None
+    axis = _integer(axis, "axis")
     if not -ndim <= axis < ndim:
         raise ValueError(f"axis = {axis} is out of range for {name} with {ndim} axes (need {-ndim} <= axis < {ndim})")
     return axis % ndim
