@@ -35,16 +35,16 @@ logit means "masked"); counts must be integers, and scalars must be real numbers
 representable in the dtype they are used in (see :mod:`attncore._checks`).
 """
 
-from attncore.attention import (
+from attncore._attention import (
     attention,
     attention_weights,
     merge_heads,
     multi_head_attention,
     split_heads,
 )
-from attncore.block import BlockParams, ffn, init_block_params, transformer_block
-from attncore.cost import block_flops, matmul_flops
-from attncore.kernels import (
+from attncore._block import BlockParams, ffn, init_block_params, transformer_block
+from attncore._cost import block_flops, matmul_flops
+from attncore._kernels import (
     exp_limit_features,
     gaussian_features,
     linear_attention,
@@ -53,15 +53,15 @@ from attncore.kernels import (
     taylor_features,
     trig_random_features,
 )
-from attncore.linear import linear
-from attncore.masks import causal_mask
-from attncore.norms import batch_norm, instance_norm, layer_norm, rms_norm
-from attncore.permutations import (
+from attncore._linear import linear
+from attncore._masks import causal_mask
+from attncore._norms import batch_norm, instance_norm, layer_norm, rms_norm
+from attncore._permutations import (
     inverse_permutation,
     permutation_matrix,
     permute_tokens,
 )
-from attncore.positional import (
+from attncore._positional import (
     alibi_slopes,
     relative_bias,
     rope,
@@ -70,10 +70,10 @@ from attncore.positional import (
     sinusoidal_encoding,
     t5_relative_bucket,
 )
-from attncore.probe import linear_readout, probe_floor, probe_hidden_states
-from attncore.shaw import shaw_attention, shaw_relative_embeddings
-from attncore.softmax import NORMALIZERS, softmax
-from attncore.synthesizer import (
+from attncore._probe import linear_readout, probe_floor, probe_hidden_states
+from attncore._shaw import shaw_attention, shaw_relative_embeddings
+from attncore._softmax import NORMALIZERS, softmax
+from attncore._synthesizer import (
     dense_features,
     dense_scores,
     factorized_dense_scores,
@@ -84,7 +84,7 @@ from attncore.synthesizer import (
     synthesizer_attention,
     synthesizer_costs,
 )
-from attncore.toeplitz import toeplitz
+from attncore._toeplitz import toeplitz
 
 __all__ = [
     "BlockParams",

@@ -11,7 +11,7 @@ cancels):
 * ``attncore.multi_head_attention`` against the GEMM bound of its six products;
 * ``attncore.softmax`` over an n x n matrix against the memory-bandwidth bound
   of reading and writing that matrix once (a copy);
-* linear attention (``attncore.kernels.linear_attention`` with positive random
+* linear attention (``attncore.linear_attention`` with positive random
   features) against softmax attention over n, with the measured crossover and
   the FLOP model's prediction;
 * peak memory (tracemalloc) of softmax attention, of its full weight matrix,
@@ -41,7 +41,7 @@ import numpy as np
 
 import attncore
 from attncore import attention, attention_weights, multi_head_attention, softmax
-from attncore.kernels import gaussian_features, linear_attention, positive_random_features
+from attncore._kernels import gaussian_features, linear_attention, positive_random_features
 
 HERE = Path(__file__).resolve().parent
 FIGURES = HERE / "figures"

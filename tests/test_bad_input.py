@@ -293,7 +293,7 @@ def _generated():
                 add("ragged", arg, [[1.0, 2.0], [3.0]], TypeError)
                 if a.dtype == np.float64 and dt != np.float64 and arg in ("bias", "reweight", "gamma", "beta", "b"):
                     # Finite in float64, inf in the dtype the value is used in: float16 input is
-                    # computed in float32 (attncore.softmax.compute_dtype), except by linear's b.
+                    # computed in float32 (attncore._softmax.compute_dtype), except by linear's b.
                     used = np.dtype(np.float32 if dt == np.float16 and arg != "b" else dt)
                     huge = a.copy()
                     huge.flat[0] = 1e5 if used == np.float16 else 1e39

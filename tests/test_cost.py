@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attncore import ffn, multi_head_attention
-from attncore.cost import STAGES, block_flops, matmul_flops
+from attncore._cost import STAGES, block_flops, matmul_flops
 
 
 class CountedBlock:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attncore.kernels import (
+from attncore._kernels import (
     MAX_FEATURE_ENTRIES,
     exp_limit_features,
     gaussian_features,

@@ -26,9 +26,9 @@ from hypothesis.extra import numpy as hnp
 
 import importlib
 from attncore import attention, attention_weights, batch_norm, instance_norm, layer_norm, rms_norm, softmax
-from attncore.kernels import linear_attention, positive_random_features
+from attncore._kernels import linear_attention, positive_random_features
 
-attention_module = importlib.import_module("attncore.attention")  # the name attncore.attention is the function
+attention_module = importlib.import_module("attncore._attention")
 
 mp = mpmath.mp
 mp.dps = 60

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from attncore import attention_weights
-from attncore.positional import (
+from attncore._positional import (
     alibi_slopes,
     relative_bias,
     rope,

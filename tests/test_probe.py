@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from attncore import NORMALIZERS, attention, attention_weights, causal_mask, toeplitz
-from attncore.probe import (
+from attncore._probe import (
     ABSOLUTE_SCHEMES,
     AT_FLOOR_RTOL,
     SCORE_ONLY_SCHEMES,
@@ -16,7 +16,7 @@ from attncore.probe import (
     probe_floor,
     probe_hidden_states,
 )
-from attncore.shaw import shaw_attention, shaw_relative_embeddings
+from attncore._shaw import shaw_attention, shaw_relative_embeddings
 from strategies import lengths, normal, seeds, widths
 
 SMALL = dict(d=8, num_heads=2, d_ff=16)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attncore.cost import block_flops, matmul_flops
+from attncore._cost import block_flops, matmul_flops
 from strength import raises_naming
 
 

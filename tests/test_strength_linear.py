@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from attncore.linear import linear
+from attncore._linear import linear
 from strength import raises_naming
 
 

@@ -1,6 +1,6 @@
 """attncore.masks: checks added to kill surviving mutants (see the appendix "How strong is the evidence")."""
 
-from attncore.masks import causal_mask
+from attncore._masks import causal_mask
 from strength import raises_naming
 
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from attncore.permutations import inverse_permutation
+from attncore._permutations import inverse_permutation
 
 
 def test_a_repeated_index_is_named_with_the_range_it_must_cover():

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from attncore.positional import (
+from attncore._positional import (
     alibi_slopes,
     relative_bias,
     rope,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attncore.probe import linear_readout
+from attncore._probe import linear_readout
 from strength import raises_naming
 
 # Four centred rows whose two columns are orthogonal, of norms 2 and 1: the singular values
@@ -61,8 +61,8 @@ def test_readout_of_features_without_columns_is_the_mean():
 
 # ---- the random probe model ---------------------------------------------------------------------
 
-from attncore.positional import sinusoidal_encoding  # noqa: E402
-from attncore.probe import probe_hidden_states  # noqa: E402
+from attncore._positional import sinusoidal_encoding  # noqa: E402
+from attncore._probe import probe_hidden_states  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["n", "d", "d_ff", "num_heads"])

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attncore.shaw import shaw_attention, shaw_relative_embeddings
+from attncore._shaw import shaw_attention, shaw_relative_embeddings
 from strength import raises_naming
 
 N, M, K, V = 3, 4, 2, 5

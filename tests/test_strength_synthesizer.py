@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from attncore.synthesizer import (
+from attncore._synthesizer import (
     dense_features,
     dense_scores,
     factorized_dense_scores,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from attncore.toeplitz import toeplitz
+from attncore._toeplitz import toeplitz
 from strength import raises_naming
 
 

@@ -25,7 +25,7 @@ from attncore import (
     softmax,
     transformer_block,
 )
-from attncore.linear import linear
+from attncore._linear import linear
 from strategies import batch_shapes, dtypes, normal, permutations, seeds
 
 PLACEMENTS = ["post", "pre", "branch"]

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from attncore import attention, softmax
-from attncore.synthesizer import (
+from attncore._synthesizer import (
     FORMS,
     TILINGS,
     dense_features,

@@ -616,6 +616,22 @@ def setup(app):
     def merge(app, env, docnames, other):
         env.claims_ledger_docs = getattr(env, "claims_ledger_docs", set()) | getattr(other, "claims_ledger_docs", set())
 
+
+    ledger_cache = {}
+
+    def claim_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+        """``{claim}`<id>``` : a compact evidence marker, the claim's verdict linked to its ledger row."""
+        if not ledger_cache:
+            ledger_cache.update({c["id"]: c for c in load_ledger(Path(inliner.document.settings.env.srcdir))["claims"]})
+        claim = ledger_cache.get(text.strip())
+        if claim is None:
+            msg = inliner.reporter.error(f"{{claim}}: no claim {text.strip()!r} in book/claims.yml", line=lineno)
+            return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+        verdict = claim["verdict"]
+        ref = xref(verdict, f"claim-{claim['id']}")
+        return [nodes.superscript("", "", ref, classes=["claim-marker", f"claim-{verdict}"])], []
+
+    app.add_role("claim", claim_role)
     app.connect("env-get-outdated", always_outdated)
     app.connect("env-purge-doc", purge)
     app.connect("env-merge-info", merge)

@@ -13,7 +13,7 @@
   docstring, under its public name (``attncore.softmax`` when the package
   exports it, ``attncore.<module>.<name>`` otherwise).
 * Inline code naming a public function of attncore (``attncore.softmax`` or
-  ``attncore.kernels.linear_attention``) becomes a link to its entry in the API
+  ``attncore.linear_attention``) becomes a link to its entry in the API
   reference, so every page that uses a function links to it without anyone
   writing the link by hand.  A name with no entry is a build warning (and so
   an error), which catches typos.
@@ -41,7 +41,7 @@ def api_members():
 
     out = []
     for info in sorted(pkgutil.iter_modules(attncore.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
+        if info.name == "_checks":  # validation helpers, not part of the course's API
             continue
         module_name = f"attncore.{info.name}"
         module = importlib.import_module(module_name)
@@ -75,7 +75,7 @@ def shadowed(module_name: str) -> bool:
 def public_name(dotted: str) -> str:
     """The name under which the API reference documents ``dotted``.
 
-    ``attncore.softmax.softmax`` and ``attncore.softmax`` both name the function
+    ``attncore.softmax`` and ``attncore.softmax`` both name the function
     the package exports as ``attncore.softmax``; a function the package does not
     export keeps its module path.  A name that is not an attncore object is
     returned unchanged (and then fails to resolve, which the build reports).
@@ -196,7 +196,7 @@ def setup(app):
             lines = []
             for module_name, members in api_members():
                 module = importlib.import_module(module_name)
-                title = module_name
+                title = module_name.replace("attncore._", "attncore: ")
                 lines += [title, "-" * len(title), ""]
                 if not shadowed(module_name):
                     lines += [f".. py:module:: {module_name}", ""]

@@ -30,7 +30,7 @@ def matmul_flops(a, b, c):
 
     Examples
     --------
-    >>> from attncore.cost import matmul_flops
+    >>> from attncore._cost import matmul_flops
     >>> matmul_flops(2, 3, 4)  # 8 entries, 3 multiplications and 2 additions each
     40
     """
@@ -89,7 +89,7 @@ def block_flops(n, d, *, m=None, num_heads=1, d_ff=None):
     --------
     The quadratic stages overtake the others once ``n`` is a few times ``d``:
 
-    >>> from attncore.cost import block_flops
+    >>> from attncore._cost import block_flops
     >>> c = block_flops(4, 8, num_heads=2)
     >>> c["scores"] == 2 * 4 * 4 * 8
     True

@@ -14,9 +14,9 @@ from attncore._checks import (
     check_float_dtype,
     check_generator,
 )
-from attncore.attention import multi_head_attention
-from attncore.linear import linear
-from attncore.norms import layer_norm
+from attncore._attention import multi_head_attention
+from attncore._linear import linear
+from attncore._norms import layer_norm
 
 
 def ffn(x, w1, b1, w2, b2):

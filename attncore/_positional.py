@@ -73,7 +73,7 @@ def sinusoidal_encoding(n, d, *, base=10000.0):
     The dot product of two codes depends on their offset only:
 
     >>> import numpy as np
-    >>> from attncore.positional import sinusoidal_encoding
+    >>> from attncore._positional import sinusoidal_encoding
     >>> pe = sinusoidal_encoding(50, 16)
     >>> bool(np.isclose(pe[3] @ pe[10], pe[30] @ pe[37]))
     True
@@ -114,7 +114,7 @@ def rope_frequencies(d, *, base=10000.0):
 
     Examples
     --------
-    >>> from attncore.positional import rope_frequencies
+    >>> from attncore._positional import rope_frequencies
     >>> rope_frequencies(4, base=100.0)
     array([1. , 0.1])
     """
@@ -182,7 +182,7 @@ def rope(x, positions=None, *, base=10000.0, convention="interleaved"):
     Norms are preserved, and the score depends on the offset only:
 
     >>> import numpy as np
-    >>> from attncore.positional import rope
+    >>> from attncore._positional import rope
     >>> rng = np.random.default_rng(0)
     >>> q, k = rng.normal(size=(1, 8)), rng.normal(size=(1, 8))
     >>> bool(np.allclose(np.linalg.norm(rope(q, [5.0])), np.linalg.norm(q)))
@@ -245,7 +245,7 @@ def rope_permutation(d):
     Examples
     --------
     >>> import numpy as np
-    >>> from attncore.positional import rope, rope_permutation
+    >>> from attncore._positional import rope, rope_permutation
     >>> perm = rope_permutation(6)
     >>> perm
     array([0, 2, 4, 1, 3, 5])
@@ -315,7 +315,7 @@ def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32,
     Small offsets get a bucket each, far ones share logarithmic buckets:
 
     >>> import numpy as np
-    >>> from attncore.positional import t5_relative_bucket
+    >>> from attncore._positional import t5_relative_bucket
     >>> t5_relative_bucket(np.array([0, -1, -7, -8, -20, -50, -100, -1000, 1, 1000]))
     array([ 0,  1,  7,  8, 10, 13, 15, 15, 17, 31])
     """
@@ -393,7 +393,7 @@ def alibi_slopes(num_heads):
 
     Examples
     --------
-    >>> from attncore.positional import alibi_slopes
+    >>> from attncore._positional import alibi_slopes
     >>> alibi_slopes(8) * 256
     array([128.,  64.,  32.,  16.,   8.,   4.,   2.,   1.])
     >>> bool(len(set(alibi_slopes(12))) == 12)
@@ -449,7 +449,7 @@ def relative_bias(n, m, table_or_fn):
     Examples
     --------
     >>> import numpy as np
-    >>> from attncore.positional import relative_bias, t5_relative_bucket
+    >>> from attncore._positional import relative_bias, t5_relative_bucket
     >>> relative_bias(3, 3, lambda r: -np.abs(r).astype(float))
     array([[-0., -1., -2.],
            [-1., -0., -1.],

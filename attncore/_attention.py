@@ -17,8 +17,8 @@ from attncore._checks import (
     check_mask,
     check_real,
 )
-from attncore.linear import linear
-from attncore.softmax import NORMALIZERS, _normalize_inplace, _numerators_inplace, compute_dtype
+from attncore._linear import linear
+from attncore._softmax import NORMALIZERS, _normalize_inplace, _numerators_inplace, compute_dtype
 
 
 def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="softmax"):
@@ -117,7 +117,7 @@ def _prepare(q, k, mask, bias, scale, normalize):
     """Validate the arguments shared by the attention functions; scale ``q``.
 
     Returns ``(q * scale, k, mask, bias, shape of the scores, dtype of the result)``,
-    with ``q * scale`` computed in :func:`attncore.softmax.compute_dtype` (so a
+    with ``q * scale`` computed in :func:`attncore._softmax.compute_dtype` (so a
     float16 ``q`` is not rounded twice).
     """
     q = as_float_array(q, "q", ("...", "n", "k"))
@@ -206,10 +206,10 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     in einsum form ``einsum("...nm,...mv->...nv", weights, v)``.  With no keys
     (``m = 0``) every output row is 0, as for a query whose keys are all masked;
     :func:`attention_weights` then returns an ``(..., n, 0)`` array and
-    :func:`attncore.kernels.linear_attention` returns 0 too.
+    :func:`attncore.linear_attention` returns 0 too.
 
     *Numerics.*  float16 input is computed in float32 and rounded once (see
-    :func:`attncore.softmax.compute_dtype`).  The output is computed as
+    :func:`attncore._softmax.compute_dtype`).  The output is computed as
     :math:`O = (E \\odot R)(2^g V) / (2^g D)` with :math:`E_{ij} = e^{s_{ij} - c_i}`,
     :math:`D` the row sums (``"softmax"``) or norms (``"l2"``) of :math:`E`,
     :math:`R` the reweighting and :math:`2^g` an exact power of two, so the

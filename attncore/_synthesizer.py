@@ -27,8 +27,8 @@ from attncore._checks import (
     check_mask,
     check_shape,
 )
-from attncore.linear import linear
-from attncore.softmax import softmax
+from attncore._linear import linear
+from attncore._softmax import softmax
 
 #: The tiling conventions of ``factorized_dense_scores``.
 TILINGS = ("tile", "repeat")

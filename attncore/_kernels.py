@@ -75,7 +75,7 @@ def gaussian_features(m, d, rng, *, orthogonal=False):
     Rows of one block are orthogonal:
 
     >>> import numpy as np
-    >>> from attncore.kernels import gaussian_features
+    >>> from attncore._kernels import gaussian_features
     >>> w = gaussian_features(6, 3, np.random.default_rng(0), orthogonal=True)
     >>> gram = w[:3] @ w[:3].T
     >>> w.shape, bool(np.allclose(gram, np.diag(np.diag(gram))))
@@ -161,7 +161,7 @@ def positive_random_features(x, omega, *, stabilizer=None):
     many features:
 
     >>> import numpy as np
-    >>> from attncore.kernels import gaussian_features, positive_random_features
+    >>> from attncore._kernels import gaussian_features, positive_random_features
     >>> rng = np.random.default_rng(0)
     >>> q, k = np.array([[0.3, -0.2]]), np.array([[0.1, 0.4]])
     >>> w = gaussian_features(200_000, 2, rng)
@@ -227,7 +227,7 @@ def trig_random_features(x, omega):
     With a single feature the estimate is exact when ``q == k``:
 
     >>> import numpy as np
-    >>> from attncore.kernels import trig_random_features
+    >>> from attncore._kernels import trig_random_features
     >>> q = np.array([[0.5, -1.0]])
     >>> f = trig_random_features(q, np.array([[0.7, 0.2]]))
     >>> bool(np.isclose((f @ f.T)[0, 0], np.exp(q @ q.T)[0, 0]))
@@ -290,7 +290,7 @@ def taylor_features(x, order, *, max_entries=MAX_FEATURE_ENTRIES):
     Examples
     --------
     >>> import numpy as np
-    >>> from attncore.kernels import taylor_features
+    >>> from attncore._kernels import taylor_features
     >>> q, k = np.array([[0.5, -1.0, 2.0]]), np.array([[1.0, 0.25, -0.5]])
     >>> f, g = taylor_features(q, 2), taylor_features(k, 2)
     >>> s = (q @ k.T)[0, 0]
@@ -351,7 +351,7 @@ def exp_limit_features(x, n, *, max_entries=MAX_FEATURE_ENTRIES):
     Examples
     --------
     >>> import numpy as np
-    >>> from attncore.kernels import exp_limit_features
+    >>> from attncore._kernels import exp_limit_features
     >>> q, k = np.array([[0.5, -1.0]]), np.array([[1.0, 0.25]])
     >>> f, g = exp_limit_features(q, 3), exp_limit_features(k, 3)
     >>> s = (q @ k.T)[0, 0]
@@ -447,7 +447,7 @@ def linear_attention_weights(q, k, feature_map, *, causal=False, key_feature_map
     Rows sum to one:
 
     >>> import numpy as np
-    >>> from attncore.kernels import linear_attention_weights, taylor_features
+    >>> from attncore._kernels import linear_attention_weights, taylor_features
     >>> rng = np.random.default_rng(0)
     >>> q, k = 0.3 * rng.normal(size=(4, 3)), 0.3 * rng.normal(size=(4, 3))
     >>> a = linear_attention_weights(q, k, lambda x: taylor_features(x, 2), causal=True)
@@ -540,7 +540,7 @@ def linear_attention(q, k, v, feature_map, *, causal=False, chunk=64, key_featur
     The O(n) result equals the explicit weights times the values:
 
     >>> import numpy as np
-    >>> from attncore.kernels import (gaussian_features, linear_attention,
+    >>> from attncore._kernels import (gaussian_features, linear_attention,
     ...     linear_attention_weights, positive_random_features)
     >>> rng = np.random.default_rng(0)
     >>> q, k, v = rng.normal(size=(3, 5, 4)) * 0.5

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from attncore._checks import as_float_array, check_choice, check_count, check_real
-from attncore.attention import attention_weights
-from attncore.softmax import NORMALIZERS
+from attncore._attention import attention_weights
+from attncore._softmax import NORMALIZERS
 
 
 def shaw_relative_embeddings(n, m, table):
@@ -45,7 +45,7 @@ def shaw_relative_embeddings(n, m, table):
     Examples
     --------
     >>> import numpy as np
-    >>> from attncore.shaw import shaw_relative_embeddings
+    >>> from attncore._shaw import shaw_relative_embeddings
     >>> a = shaw_relative_embeddings(4, 4, np.arange(5.0)[:, None])  # K = 2
     >>> a[..., 0]
     array([[2., 3., 4., 4.],
@@ -120,7 +120,7 @@ def shaw_attention(q, k, v, rel_k, rel_v, *, mask=None, scale=None, normalize="s
 
     >>> import numpy as np
     >>> from attncore import attention
-    >>> from attncore.shaw import shaw_attention
+    >>> from attncore._shaw import shaw_attention
     >>> rng = np.random.default_rng(0)
     >>> q, k, v = rng.normal(size=(4, 2)), rng.normal(size=(4, 2)), rng.normal(size=(4, 3))
     >>> zk, zv = np.zeros((4, 4, 2)), np.zeros((4, 4, 3))

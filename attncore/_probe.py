@@ -20,15 +20,15 @@ from attncore._checks import (
     check_generator,
     describe,
 )
-from attncore.attention import attention, merge_heads, split_heads
-from attncore.block import ffn
-from attncore.linear import linear
-from attncore.masks import causal_mask
-from attncore.norms import layer_norm
-from attncore.positional import alibi_slopes, rope, sinusoidal_encoding, t5_relative_bucket
-from attncore.shaw import shaw_attention, shaw_relative_embeddings
-from attncore.softmax import NORMALIZERS
-from attncore.toeplitz import toeplitz
+from attncore._attention import attention, merge_heads, split_heads
+from attncore._block import ffn
+from attncore._linear import linear
+from attncore._masks import causal_mask
+from attncore._norms import layer_norm
+from attncore._positional import alibi_slopes, rope, sinusoidal_encoding, t5_relative_bucket
+from attncore._shaw import shaw_attention, shaw_relative_embeddings
+from attncore._softmax import NORMALIZERS
+from attncore._toeplitz import toeplitz
 
 #: The position schemes of the probe, "none" plus two absolute ones (added to
 #: the input) and four relative ones (inside attention).
@@ -123,14 +123,14 @@ def probe_hidden_states(
     * ``"sinusoidal"``, ``"learned"``: add the sinusoidal code or a random
       table row of the position to the input;
     * ``"t5"``: add a random table entry of
-      :func:`attncore.positional.t5_relative_bucket` (``r``) to the scores,
+      :func:`attncore._positional.t5_relative_bucket` (``r``) to the scores,
       one table per head *and per layer* (T5 itself shares one table across
       layers);
     * ``"alibi"``: add :math:`-m_h |r|` to the scores of head :math:`h`, a
       bidirectional variant (Press et al. define ALiBi for a causal mask,
       where :math:`-m_h |r| = m_h r`);
     * ``"rope"``: rotate the queries and keys of every head;
-    * ``"shaw"``: :func:`attncore.shaw.shaw_attention` with random key and
+    * ``"shaw"``: :func:`attncore.shaw_attention` with random key and
       value tables drawn per head and per layer (Shaw et al. share the
       tables across heads).
 
@@ -144,7 +144,7 @@ def probe_hidden_states(
     state; with an absolute code they differ:
 
     >>> import numpy as np
-    >>> from attncore.probe import probe_hidden_states
+    >>> from attncore._probe import probe_hidden_states
     >>> h = probe_hidden_states(6, np.random.default_rng(0), scheme="alibi")
     >>> bool(np.allclose(h, h[0]))
     True
@@ -282,7 +282,7 @@ def linear_readout(features, targets, *, rcond=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from attncore.probe import linear_readout, probe_floor
+    >>> from attncore._probe import linear_readout, probe_floor
     >>> y = np.arange(1.0, 9.0)
     >>> _, mse = linear_readout(np.ones((8, 3)), y)
     >>> bool(np.isclose(mse, probe_floor(8)))
@@ -325,7 +325,7 @@ def probe_floor(n):
     Examples
     --------
     >>> import numpy as np
-    >>> from attncore.probe import probe_floor
+    >>> from attncore._probe import probe_floor
     >>> bool(np.isclose(probe_floor(10), np.var(np.arange(1, 11))))
     True
     """

@@ -44,7 +44,7 @@ def linear(x, w, b=None, *, name="w"):
     Permuting the tokens before or after a linear layer gives the same result:
 
     >>> import numpy as np
-    >>> from attncore.linear import linear
+    >>> from attncore._linear import linear
     >>> rng = np.random.default_rng(0)
     >>> x, w, b = rng.normal(size=(4, 3)), rng.normal(size=(3, 2)), rng.normal(size=2)
     >>> perm = [2, 0, 3, 1]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from attncore._checks import as_float_array, check_fits, check_real
-from attncore.softmax import compute_dtype
+from attncore._softmax import compute_dtype
 
 #: The axes each normalisation pools its statistics over, for activations of
 #: shape ``(b, n, d)`` (batch, tokens, features); the remaining axes index the
