@@ -19,7 +19,13 @@ from attncore._checks import (
     check_real,
 )
 from attncore._linear import linear
-from attncore._softmax import NORMALIZERS, _normalize_inplace, _numerators_inplace, compute_dtype
+from attncore._softmax import (
+    NORMALIZERS,
+    _normalize_inplace,
+    _numerators_inplace,
+    _shifted_exp_inplace,
+    compute_dtype,
+)
 
 
 def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="softmax", causal=False):
@@ -303,8 +309,15 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     rows, group = _block_layout(n, m, batch[-1] if batch else 1, work.itemsize, causal or mask is not None)
     # One flat score buffer for all blocks: a fresh array per block would cost page faults.
     buffer = np.empty(group * rows * m, dtype=work)
-    k_t = np.swapaxes(k, -1, -2)  # (..., k, m)
+    # k^T laid out as (k, m) rows: the score GEMM is then a plain NN product, the faster one.
+    k_t = np.ascontiguousarray(np.swapaxes(k, -1, -2))  # (..., k, m)
     skip = normalize != "relu2"  # relu2 divides by m itself: it needs every key's column
+    # softmax without reweight: a column 2**gain appended to v makes the product with the
+    # numerators carry their row sums times 2**gain too, which saves a pass over the scores.
+    fused = normalize == "softmax" and reweight is None and m > 0
+    if fused:
+        v = np.concatenate([v, np.full(v.shape[:-1] + (1,), np.ldexp(work.type(1), gain))], axis=-1)  # (..., m, v+1)
+        wide = np.empty(group * rows * v.shape[-1], dtype=work)  # the (..., rows, v+1) products
 
     def block(outer, heads, start):
         stop = min(start + rows, n)
@@ -340,17 +353,29 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
             if first < hi:  # as a bias of -inf there: weight exactly 0, in either route
                 np.copyto(scores[..., first - lo:], -np.inf, where=_future(start, stop, first, hi))
         # The per-row division is applied to the (rows, v) output, not the (rows, m) weights.
-        numerators, denominator = _numerators_inplace(
-            scores, normalize, mask=mask_b, shift=shift, temperature=temperature)
+        if fused:
+            numerators, denominator = _shifted_exp_inplace(
+                scores, -1, mask=mask_b, shift=shift, temperature=temperature), None
+        else:
+            numerators, denominator = _numerators_inplace(
+                scores, normalize, mask=mask_b, shift=shift, temperature=temperature)
         if reweight_b is not None:
             numerators *= reweight_b
+        product = out_b if not fused else wide[: out_b.size // out_b.shape[-1] * v.shape[-1]].reshape(
+            out_b.shape[:-1] + (v.shape[-1],))  # (..., rows, v) or (..., rows, v+1)
         with np.errstate(over="ignore", invalid="ignore"):
-            np.matmul(numerators, v_b, out=out_b)
+            np.matmul(numerators, v_b, out=product)
         scaled = gain
-        if rescue and not np.all(np.isfinite(out_b)):
+        if rescue and not np.all(np.isfinite(product)):
             # Shifted weights are <= 1, so only m max|reweight| max|v| can overflow: retry with v * 2**rescue.
-            np.matmul(numerators, np.ldexp(v_b, rescue), out=out_b)
+            np.matmul(numerators, np.ldexp(v_b, rescue), out=product)
             scaled = rescue
+        if fused:
+            # The last column is D 2**scaled (D >= 1 unless every key of the row is masked,
+            # and then the row of products is 0 too).
+            denominator = product[..., -1:]
+            np.divide(product[..., :-1], np.where(denominator > 0, denominator, 1), out=out_b)
+            return
         if denominator is not None:
             if scaled:
                 denominator = np.ldexp(denominator, scaled)
