@@ -54,6 +54,11 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
         ``exp(s) / sum(exp(s))`` (rows sum to 1); ``"l2"``,
         ``exp(s) / ||exp(s)||_2`` (rows have unit Euclidean norm); ``"relu2"``,
         ``relu(s)**2 / m`` as in GAU; ``"none"``, ``exp(s)`` with no denominator.
+    causal : bool, optional
+        Query ``i`` may attend keys ``j <= i`` only, rows and columns aligned at
+        the top left as in :func:`attncore.causal_mask` (``m != n`` allowed);
+        combined with ``mask`` by "and".  The same as passing
+        ``mask=causal_mask(n, m)``, without building the mask.
 
     Returns
     -------
@@ -64,8 +69,8 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     ------
     TypeError
         If ``q``, ``k`` or ``bias`` is not an array of real numbers (bool,
-        complex, strings), ``scale`` is not a real number, or ``mask`` is not
-        boolean.
+        complex, strings), ``scale`` is not a real number, ``mask`` is not
+        boolean, or ``causal`` is not ``True`` or ``False``.
     ValueError
         If ``q`` is not ``(..., n, k)``, ``k`` not ``(..., m, k)`` or their
         batch axes do not broadcast; if ``q`` or ``k`` holds NaN or ``+-inf``,
@@ -184,6 +189,9 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         Broadcastable to ``(..., n, m)``; multiplies the normalised weights
         elementwise before they average the values (URPE's Toeplitz matrix
         ``C`` in ``(A * C) v``).
+    causal : bool, optional
+        As in :func:`attention_weights`: keys ``j <= i`` only.  Faster than an
+        equal boolean ``mask``, since nothing is read to find the removed keys.
 
     Returns
     -------
@@ -249,10 +257,30 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     underflow at all and :math:`g = 0` saves scaling :math:`V`).
     When :math:`B` comes near :math:`M`, ``q`` and ``bias`` are divided by a
     power of two first so that :math:`QK^\\top` cannot overflow, and the shifted
-    exponent is multiplied back.  ``"none"`` has no denominator: if
+    exponent is multiplied back.  For ``"softmax"`` without ``reweight`` the
+    denominators :math:`D_i 2^g` are computed as one more column of the value
+    product (``v`` with a column :math:`2^g` appended): the same sums, rounded
+    as the product's other columns are (at most :math:`m` eps relative).
+    ``"none"`` has no denominator: if
     :math:`e^{s}` or the output overflows the result's dtype, the function
     raises ``ValueError`` rather than return ``inf``; an :math:`e^{s}` below
     the smallest float is 0, its correctly rounded value.
+
+    *Blocks.*  The output is computed a block of query rows at a time in each
+    (batch, head) slice, with as many rows as fit :data:`BLOCK_BYTES` of
+    scores for one slice, so that the number of heads never shrinks the
+    products (heads small enough are grouped into one block).  With ``mask``
+    or ``causal``, a block computes only the keys ``lo:hi`` between the first
+    and the last key that one of its rows may attend: every other key's weight
+    is exactly 0 in both routes (:math:`e^{-\\infty} = 0`), so the sums and
+    products are those of the whole row less exact zeros, and every bound
+    above holds with the smaller number of keys.  Inside the block, the keys
+    ``causal`` removes get the score :math:`-\\infty`, like a bias of
+    :math:`-\\infty`.  A block whose rows may attend no key is 0.  With
+    ``causal`` and :math:`n = m`, the blocks compute about
+    :math:`(1 + 1/b)/2` of the scores for :math:`b` blocks
+    (:data:`SKIP_BLOCKS`).  ``"relu2"`` divides by :math:`m` itself and so
+    computes every key.
 
     Examples
     --------
@@ -264,6 +292,12 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     >>> q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
     >>> perm = [4, 2, 0, 1, 3]
     >>> bool(np.allclose(attention(q, k[perm], v[perm]), attention(q, k, v)))
+    True
+
+    ``causal=True`` is the boolean causal mask, without the mask:
+
+    >>> from attncore import causal_mask
+    >>> bool(np.allclose(attention(q, k, v, causal=True), attention(q, k, v, mask=causal_mask(3, 5))))
     True
     """
     q, k, mask, bias, shape, dtype = _prepare(q, k, mask, bias, scale, normalize)
@@ -631,6 +665,7 @@ def multi_head_attention(
     b_o=None,
     context=None,
     mask=None,
+    causal=False,
 ):
     """Multi-head attention of ``x`` over itself, or over ``context``.
 
@@ -650,6 +685,8 @@ def multi_head_attention(
         ``x`` itself by default (self-attention).
     mask : array_like of bool, optional
         Broadcastable to ``(..., n, m)``; the same mask for every head.
+    causal : bool, optional
+        Token ``i`` attends tokens ``j <= i`` only (see :func:`attention`).
 
     Returns
     -------
@@ -659,7 +696,8 @@ def multi_head_attention(
     ------
     TypeError
         If ``x``, ``context``, a weight or a bias is not an array of real
-        numbers, ``num_heads`` is not an integer, or ``mask`` is not boolean.
+        numbers, ``num_heads`` is not an integer, ``mask`` is not boolean or
+        ``causal`` is not ``True`` or ``False``.
     ValueError
         If ``x`` is not ``(..., n, d)`` with ``d >= 1``, ``context`` not
         ``(..., m, d)``, a weight not ``(d, d)`` or a bias not ``(d,)`` (each
@@ -698,6 +736,7 @@ def multi_head_attention(
         raise ValueError(f"x must have at least one feature (d >= 1), got shape {x.shape}")
     context = x if context is None else as_float_array(context, "context", ("...", "m", d))
     h = _num_heads(num_heads, d)
+    causal = check_bool(causal, "causal")
     # Every parameter is checked here, under the caller's name, before linear() sees it.
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
         as_float_array(w, name, (d, d))
@@ -711,7 +750,7 @@ def multi_head_attention(
     q = split_heads(linear(x, w_q, b_q, name="w_q"), h)  # (..., h, n, k)
     k = split_heads(linear(context, w_k, b_k, name="w_k"), h)  # (..., h, m, k)
     v = split_heads(linear(context, w_v, b_v, name="w_v"), h)  # (..., h, m, k)
-    heads = attention(q, k, v, mask=mask)  # (..., h, n, k)
+    heads = attention(q, k, v, mask=mask, causal=causal)  # (..., h, n, k)
     return linear(merge_heads(heads), w_o, b_o, name="w_o")  # (..., n, d)
 
 
