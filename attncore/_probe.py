@@ -381,7 +381,7 @@ def position_signal(states):
 
 
 def rounding_floor(dtype, *, sublayers, terms):
-    """The largest relative gap rounding alone can open between two states exact arithmetic makes equal.
+    """A first-order estimate of the relative gap rounding opens between two states exact arithmetic makes equal.
 
     Parameters
     ----------
