@@ -2,9 +2,15 @@
 
 :func:`probe_hidden_states` builds a small random-weight transformer over ``n``
 copies of one token, with a chosen position scheme, normaliser and mask, and
-returns its final hidden states; :func:`linear_readout` fits the best affine
-map from those states to the targets ``1..n`` and reports the error left over;
-:func:`probe_floor` is the error of a model whose states are all equal.
+returns its final hidden states.  Three scores read them:
+:func:`position_signal` (how far apart the closest two states are) against
+:func:`rounding_floor` (what rounding alone can produce);
+:func:`heldout_readout` (an affine readout fitted on some positions and scored
+on the others, beside the trivial baseline); and :func:`linear_readout`, the
+in-sample least-squares fit, whose error :func:`probe_floor` bounds for
+position-blind states.  With more parameters than positions the in-sample fit
+reads *any* distinct states exactly, noise included, so only the first two are
+evidence of position information.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from attncore._checks import (
     check_bool,
     check_choice,
     check_count,
+    check_float_dtype,
     check_generator,
     describe,
 )
@@ -37,15 +44,6 @@ PROBE_SCHEMES = ("none", "sinusoidal", "learned", "t5", "alibi", "rope", "shaw")
 ABSOLUTE_SCHEMES = ("sinusoidal", "learned")
 #: The schemes whose only effect is on the scores before the normaliser.
 SCORE_ONLY_SCHEMES = ("none", "t5", "alibi", "rope")
-#: A probe error below ``SOLVED_RTOL * probe_floor(n)`` counts as "solved".  The
-#: solved errors of the probe table are far below that line and the at-floor
-#: ones lie within about 1e-11 relative of the floor (the exact figures depend
-#: on the machine's linear algebra), so the line is far from both classes.
-SOLVED_RTOL = 1e-12
-#: A probe error ``e`` with ``|e - probe_floor(n)| <= AT_FLOOR_RTOL * probe_floor(n)``
-#: counts as "at the floor"; rounding moves an at-floor error by a few 1e-12
-#: relative, three orders of magnitude inside this tolerance.
-AT_FLOOR_RTOL = 1e-8
 
 
 def probe_hidden_states(
@@ -331,3 +329,170 @@ def probe_floor(n):
     """
     n = check_count(n, "n", minimum=1)
     return (n * n - 1) / 12.0
+
+
+def position_signal(states):
+    """How far apart the closest two states are, relative to the largest state.
+
+    Parameters
+    ----------
+    states : array_like, shape (n, d)
+        One row per position, ``n >= 2``.
+
+    Returns
+    -------
+    float
+        :math:`\\min_{i \\ne j} \\lVert h_i - h_j \\rVert / \\max_i \\lVert h_i \\rVert`
+        (0 when every state is the zero vector).
+
+    Raises
+    ------
+    TypeError
+        If ``states`` is not an array of real numbers.
+    ValueError
+        If ``states`` is not ``(n, d)`` with ``n >= 2``, or holds NaN or ``+-inf``.
+
+    Notes
+    -----
+    A token-wise readout can tell positions ``i`` and ``j`` apart only if
+    ``h_i != h_j``, so the score is the position information a readout of
+    *any* form could use, in units of the states' size.  It is compared
+    with :func:`rounding_floor`: a score at or below that floor is what
+    rounding alone leaves between states that exact arithmetic makes equal,
+    and counts as no signal.  Unlike a least-squares fit, the score does not
+    grow with the number of fitted parameters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore._probe import position_signal
+    >>> position_signal(np.array([[3.0, 4.0], [3.0, 4.0], [0.0, 5.0]]))
+    0.0
+    >>> position_signal(np.array([[1.0, 0.0], [2.0, 0.0]]))
+    0.5
+    """
+    h = as_float_array(states, "states", ("n", "d")).astype(np.float64, copy=False)
+    if h.shape[0] < 2:
+        raise ValueError(f"states must have at least two rows, got shape {h.shape}")
+    gaps = np.linalg.norm(h[:, None, :] - h[None, :, :], axis=-1)  # (n, n)
+    np.fill_diagonal(gaps, np.inf)
+    size = float(np.linalg.norm(h, axis=-1).max())
+    return float(gaps.min() / size) if size > 0 else 0.0
+
+
+def rounding_floor(dtype, *, sublayers, terms):
+    """A first-order estimate of the relative gap rounding opens between two states exact arithmetic makes equal.
+
+    Parameters
+    ----------
+    dtype : numpy floating dtype
+        The dtype the model computes in.
+    sublayers : int
+        Number of sublayers the states went through (``2 L`` for ``L`` blocks).
+    terms : int
+        Length of the longest sum in one sublayer (the largest of the width,
+        the FFN width and the number of keys).
+
+    Returns
+    -------
+    float
+        ``2 (sublayers + 1) * terms * eps``.
+
+    Raises
+    ------
+    TypeError
+        If ``dtype`` is not a floating dtype or a count is not an integer.
+    ValueError
+        If ``sublayers < 0`` or ``terms < 1``.
+
+    Notes
+    -----
+    A sum of ``k`` floating-point terms carries a relative error of at most
+    about ``k * eps`` (Higham's :math:`\\gamma_k`), so every entry a sublayer
+    computes is off by about ``terms * eps`` of its size; a layer norm
+    rescales to unit size, so the relative errors of the ``sublayers``
+    sublayers and the input add up.  Two states that are equal in exact
+    arithmetic each carry that error, hence the factor 2.  It is a
+    first-order estimate, not a proof: a badly conditioned step (a layer
+    norm of a nearly constant vector) can amplify rounding beyond it, which
+    is why :func:`position_signal` is read against it with a margin.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore._probe import rounding_floor
+    >>> bool(rounding_floor(np.float64, sublayers=4, terms=64) < 1e-12)
+    True
+    >>> bool(rounding_floor(np.float32, sublayers=4, terms=64) > 1e-5)
+    True
+    """
+    eps = float(np.finfo(check_float_dtype(dtype)).eps)
+    sublayers = check_count(sublayers, "sublayers", minimum=0)
+    terms = check_count(terms, "terms", minimum=1)
+    return 2.0 * (sublayers + 1) * terms * eps
+
+
+def heldout_readout(features, targets, train):
+    """Fit the affine readout on some positions, score it on the others.
+
+    Parameters
+    ----------
+    features : array_like, shape (n, d)
+    targets : array_like, shape (n,)
+    train : array_like of bool, shape (n,)
+        The positions the readout is fitted on; the others are held out.
+        At least one of each.
+
+    Returns
+    -------
+    mse : float
+        Mean squared error of the fitted readout on the held-out positions.
+    baseline : float
+        Mean squared error, on the same held-out positions, of the trivial
+        readout that predicts the mean of the training targets everywhere.
+
+    Raises
+    ------
+    TypeError
+        If an argument has the wrong kind (``train`` must be boolean).
+    ValueError
+        If shapes disagree, values are not finite, or ``train`` selects no
+        position or every position.
+
+    Notes
+    -----
+    The readout is :func:`linear_readout` (least squares with its rounding
+    cut-off) on the training rows.  Scored on the rows it was fitted on, an
+    affine readout of ``d + 1 >= n`` parameters fits *any* ``n`` distinct
+    states exactly, noise included; scored on held-out rows it succeeds only
+    if the states carry a position code that the training positions
+    determine.  States that are equal up to random noise give a held-out
+    error at or above the baseline, whatever the size of the noise.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore._probe import heldout_readout
+    >>> y = np.arange(1.0, 9.0)
+    >>> train = np.arange(8) % 2 == 0
+    >>> mse, base = heldout_readout(np.column_stack([y, y ** 2]), y, train)
+    >>> bool(mse < 1e-20 and base == 6.0)
+    True
+    """
+    f = as_float_array(features, "features", ("n", "d")).astype(np.float64, copy=False)
+    y = as_float_array(targets, "targets", (f.shape[0],), match=("features", f)).astype(np.float64, copy=False)
+    t = np.asarray(train)
+    if t.dtype != np.bool_:
+        raise TypeError(f"train must be a boolean array, got {describe(train)}")
+    if t.shape != y.shape:
+        raise ValueError(f"train must have shape {y.shape} like targets, got {t.shape}")
+    if t.all() or not t.any():
+        raise ValueError("train must select at least one position and hold out at least one")
+    fit = f[t]  # (n_train, d)
+    centre = fit.mean(axis=0)  # (d,)
+    u, sv, vt = np.linalg.svd(fit - centre, full_matrices=False)
+    keep = sv > max(fit.shape) * np.finfo(np.float64).eps * (np.linalg.norm(fit, 2) if fit.size else 0.0)
+    mean = y[t].mean()
+    w = vt[keep].T @ ((u[:, keep].T @ (y[t] - mean)) / sv[keep])  # (d,)
+    pred = (f[~t] - centre) @ w + mean  # (n_test,)
+    return float(np.mean((pred - y[~t]) ** 2)), float(np.mean((mean - y[~t]) ** 2))

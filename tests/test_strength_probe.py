@@ -148,3 +148,51 @@ def test_probe_model_alibi_bias_changes_the_states_around_special_tokens():
     a = probe_hidden_states(5, np.random.default_rng(6), scheme="alibi", special_tokens=True)
     b = probe_hidden_states(5, np.random.default_rng(6), scheme="none", special_tokens=True)
     assert np.max(np.abs(a - b)) > 1e-2
+
+
+# ---- the position signal, the rounding floor and the held-out readout ---------------------------
+
+from attncore._probe import heldout_readout, position_signal, rounding_floor  # noqa: E402
+
+
+def test_new_scores_errors_name_the_argument():
+    y = np.arange(4.0)
+    train = np.array([True, False, True, False])
+    with raises_naming(ValueError, "states", "at least two rows"):
+        position_signal(np.ones((1, 2)))
+    with raises_naming(ValueError, "states"):
+        position_signal(np.ones(3))
+    with raises_naming(TypeError, "dtype"):
+        rounding_floor("int32", sublayers=1, terms=1)
+    with raises_naming(TypeError, "sublayers"):
+        rounding_floor(np.float64, sublayers=1.0, terms=1)
+    with raises_naming(ValueError, "terms"):
+        rounding_floor(np.float64, sublayers=1, terms=0)
+    with raises_naming(TypeError, "train", "boolean"):
+        heldout_readout(F, y, [1, 0, 1, 0])
+    with raises_naming(ValueError, "train", "(4,)"):
+        heldout_readout(F, y, train[:3])
+    with raises_naming(ValueError, "train", "hold out"):
+        heldout_readout(F, y, np.zeros(4, bool))
+    with raises_naming(ValueError, "targets", "(4,)"):
+        heldout_readout(F, np.arange(5.0), train)
+
+
+def test_position_signal_uses_the_largest_norm_and_the_smallest_gap():
+    # gaps 1 (rows 0, 1), 3 and 4; norms 3, 4, 0: the signal is 1 / 4 (a mean norm, 7/3, or the
+    # largest gap would give another number); all-zero states have no signal
+    h = np.array([[3.0, 0.0], [4.0, 0.0], [0.0, 0.0]])
+    assert position_signal(h) == 0.25
+    assert position_signal(np.zeros((3, 2))) == 0.0
+
+
+def test_heldout_readout_drops_rounding_directions_of_the_training_rows():
+    # training states equal up to one ulp: the readout must predict the training mean (the
+    # baseline) instead of fitting the rounding; a cut-off relative to the centred rows would fit it
+    rng = np.random.default_rng(0)
+    base = np.tile(rng.standard_normal(6), (8, 1))
+    noisy = base * (1 + np.finfo(np.float64).eps * rng.choice([-1.0, 1.0], size=base.shape))
+    y = np.arange(1.0, 9.0)
+    train = np.arange(8) % 2 == 0
+    mse, baseline = heldout_readout(noisy, y, train)
+    assert mse == baseline
