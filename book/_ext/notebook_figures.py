@@ -18,17 +18,25 @@ needs all three, and the notebook must stay the single source of the image:
 The directive builds a ``figure`` node at read time (so ``numfig`` numbers it
 and ``{numref}`` finds it) around myst-nb's pending cross-document glue
 reference, which myst-nb's own post-transform replaces by the image once every
-notebook has been read.  A later post-transform copies ``:alt:`` onto that image.
+notebook has been read.  A later post-transform copies ``:alt:`` onto that image
+and writes the image file itself: myst-nb points the image at
+``_images/<sha256>.png`` but writes that file only when some page displays the
+output, and a figure glued with ``display=False`` is displayed nowhere else.
 A missing key or notebook is a build warning, hence an error under ``-W``.
 """
 
 from __future__ import annotations
+
+from binascii import a2b_base64
+import hashlib
+from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.docutils import SphinxDirective
 
+from myst_nb.ext.glue.crossref import read_glue_cache
 from myst_nb.ext.glue.utils import PendingGlueReferenceError, create_pending_glue_ref
 
 
@@ -56,6 +64,7 @@ class NotebookFigure(SphinxDirective):
             raise self.error(str(exc)) from exc
         figure = nodes.figure("", ref, classes=["notebook-figure"])
         figure["notebook_figure_alt"] = self.options["alt"]
+        figure["notebook_figure_source"] = (ref.refdoc, key)
         if "width" in self.options:
             figure["notebook_figure_width"] = self.options["width"]
         if self.content:
@@ -90,6 +99,21 @@ class NotebookFigureAlt(SphinxPostTransform):
                 image["alt"] = alt
                 if "notebook_figure_width" in figure:
                     image["width"] = figure["notebook_figure_width"]
+            self.write_image(*figure["notebook_figure_source"])
+
+    def write_image(self, refdoc, key):
+        """Write the glued PNG where myst-nb's image node points (``_images/<sha256>.png``)."""
+        if not hasattr(self.app.builder, "imagedir"):
+            return
+        output = read_glue_cache(self.env.mystnb_config.output_folder, refdoc).get(key, {})
+        data = output.get("data", {}).get("image/png")
+        if data is None:
+            return
+        raw = a2b_base64(data)
+        path = Path(self.app.builder.outdir) / self.app.builder.imagedir / f"{hashlib.sha256(raw).hexdigest()}.png"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(raw)
 
 
 def setup(app):
