@@ -308,7 +308,7 @@ def test_key_bias_matters_when_rope_is_applied_after_it():
     plain = attention(q, k + b_k, v) - attention(q, k, v)
     before = attention(rope(q), rope(k + b_k), v) - attention(rope(q), rope(k), v)
     after = attention(rope(q), rope(k) + b_k, v) - attention(rope(q), rope(k), v)
-    # independent route: the extra score of key j is q_i R_{j-i} b_K^T, computed by a loop
+    # independent route: the extra score of key j is q_i R_{j-i}^T b_K^T (b_K rotated by (j - i) theta), computed by a loop
     theta = 10000.0 ** (-np.arange(d // 2) * 2 / d)
     for i in range(n):
         extra = []
