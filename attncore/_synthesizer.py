@@ -530,11 +530,16 @@ def synthesizer_costs(n, d, *, k=None, v=None, f=None, a=None, rank=None):
     ``(p, q)`` matrix costs ``2 n p q``.  Biases, relu and the softmax (``O(n^2)``
     for every variant) are left out of the FLOPs; biases are counted as parameters.
 
-    Modelling choice for Factorized Dense: the paper only says that two maps
-    ``F_A`` and ``F_B`` project each token to widths ``a`` and ``b``.  Here each
-    is counted as its own two-layer Dense map (``relu(x w1 + b1) w2 + b2``, hidden
-    width ``f``), hence ``2 (d f + f)`` for the two first layers; a shared first
-    layer would count ``d f + f`` once.
+    Modelling choice for Factorized Dense: the paper says that two maps
+    ``F_A`` and ``F_B`` project each token to widths ``a`` and ``b``, and that the
+    point is to factorise the *output* of the Dense map.  Here the two maps share
+    the hidden layer ``relu(x w1 + b1)`` of width ``f`` and differ only in their
+    output layers, ``(f, a)`` and ``(f, b)``: one :func:`attncore.dense_features`
+    call with ``e = a + b`` whose columns are split.  Factorized Dense then saves
+    ``(f + 1) (n - a - b)`` parameters over Dense.  Two separate hidden layers
+    would add another ``d f + f``, which is more than the factorisation saves
+    whenever ``d`` is not small against ``n`` (at ``n = 64``, ``d = 512``,
+    ``f = 64``: 66,704 against Dense's 36,992).
 
     ==================  ==================================  ==================================
     variant             score parameters                    score FLOPs
@@ -543,7 +548,7 @@ def synthesizer_costs(n, d, *, k=None, v=None, f=None, a=None, rank=None):
     dense               ``d f + f + f n + n``               ``2 n d f + 2 n f n``
     random              ``n^2``                             ``0``
     fixed random        ``0``                               ``0``
-    factorized dense    ``2 (d f + f) + f (a+b) + a+b``     ``4 n d f + 2 n f (a+b) + n^2``
+    factorized dense    ``d f + f + f (a+b) + a+b``         ``2 n d f + 2 n f (a+b) + n^2``
     factorized random   ``2 n rank``                        ``2 n^2 rank``
     X + vanilla         sum of the two + 2 logits           sum of the two + ``3 n^2``
     ==================  ==================================  ==================================
@@ -573,8 +578,8 @@ def synthesizer_costs(n, d, *, k=None, v=None, f=None, a=None, rank=None):
         "random": (n * n, 0),
         "fixed random": (0, 0),
         "factorized dense": (
-            2 * (d * f + f) + f * (a + b) + (a + b),
-            4 * n * d * f + 2 * n * f * (a + b) + n * n,
+            d * f + f + f * (a + b) + (a + b),  # one shared hidden layer, two output layers
+            2 * n * d * f + 2 * n * f * (a + b) + n * n,
         ),
         "factorized random": (2 * n * rank, 2 * n * n * rank),
     }

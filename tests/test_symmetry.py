@@ -295,3 +295,32 @@ def test_cross_attention_equivariant_in_queries_invariant_in_context(seed, n, m,
     pn, pm = data.draw(permutations(n)), data.draw(permutations(m))
     out = multi_head_attention(x, *w, h, context=ctx, **b)
     np.testing.assert_allclose(multi_head_attention(x[pn], *w, h, context=ctx[pm], **b), out[pn], **loose(dtype))
+
+
+def test_key_bias_matters_when_rope_is_applied_after_it():
+    """The key bias cancels for scores q k_j^T, not when RoPE rotates k_j + b_K by position j."""
+    from attncore import rope
+
+    rng = np.random.default_rng(31)
+    n, d = 6, 4
+    q, k, v = rng.normal(size=(n, d)), rng.normal(size=(n, d)), rng.normal(size=(n, 2))
+    b_k = rng.normal(size=d)
+    plain = attention(q, k + b_k, v) - attention(q, k, v)
+    before = attention(rope(q), rope(k + b_k), v) - attention(rope(q), rope(k), v)
+    after = attention(rope(q), rope(k) + b_k, v) - attention(rope(q), rope(k), v)
+    # independent route: the extra score of key j is q_i R_{j-i}^T b_K^T (b_K rotated by (j - i) theta), computed by a loop
+    theta = 10000.0 ** (-np.arange(d // 2) * 2 / d)
+    for i in range(n):
+        extra = []
+        for j in range(n):
+            rb = np.empty(d)
+            for p in range(d // 2):
+                c, s = np.cos((j - i) * theta[p]), np.sin((j - i) * theta[p])
+                x0, x1 = b_k[2 * p], b_k[2 * p + 1]
+                rb[2 * p], rb[2 * p + 1] = c * x0 - s * x1, s * x0 + c * x1
+            extra.append(q[i] @ rb / np.sqrt(d))
+        scores = rope(q)[i] @ rope(k).T / np.sqrt(d) + np.array(extra)
+        w = np.exp(scores - scores.max())
+        np.testing.assert_allclose(attention(rope(q), rope(k + b_k), v)[i], (w / w.sum()) @ v, rtol=1e-10, atol=1e-12)
+    assert np.max(np.abs(plain)) < 1e-12 and np.max(np.abs(after)) < 1e-12
+    assert np.max(np.abs(before)) > 1e-3

@@ -399,11 +399,12 @@ def counted_scores(ops, name, x, rng, *, f, k, rank, a):
         r = rng.normal(size=(n, n))  # not trainable: no parameters
         return r, random_scores(r, n)
     if name == "factorized dense":
-        fa, wa = dense(a)
-        fb, wb = dense(b)
+        # one hidden layer shared by the two factors, then output layers of widths a and b
+        fab, w = dense(a + b)
+        fa, fb = fab[:, :a], fab[:, a:]
         scores = ops.multiply(np.tile(fa, (1, b)), np.tile(fb, (1, a)))
-        ref = factorized_dense_scores(dense_features(x, wa[0], wa[2], b1=wa[1], b2=wa[3]),
-                                      dense_features(x, wb[0], wb[2], b1=wb[1], b2=wb[3]))
+        h = dense_features(x, w[0], w[2], b1=w[1], b2=w[3])
+        ref = factorized_dense_scores(h[:, :a], h[:, a:])
         return scores, ref
     if name == "factorized random":
         r1, r2 = ops.param(rng.normal(size=(n, rank))), ops.param(rng.normal(size=(n, rank)))
