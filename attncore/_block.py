@@ -20,7 +20,7 @@ from attncore._norms import layer_norm
 
 
 def ffn(x, w1, b1, w2, b2):
-    """The position-wise feed-forward network with a ReLU.
+    r"""The position-wise feed-forward network with a ReLU.
 
     Parameters
     ----------
@@ -47,7 +47,7 @@ def ffn(x, w1, b1, w2, b2):
     -----
     .. math::
 
-        \\mathrm{FFN}(x) = \\max(0,\\, x W_1 + b_1)\\, W_2 + b_2,
+        \mathrm{FFN}(x) = \max(0,\, x W_1 + b_1)\, W_2 + b_2,
 
     applied to every token separately (rows of ``x``).
 
@@ -166,7 +166,7 @@ def init_block_params(d, d_ff, rng, *, bias=True, dtype=np.float64):
 
 
 def transformer_block(x, params, num_heads, *, placement="post", mask=None):
-    """One transformer block: multi-head self-attention and FFN, with residuals.
+    r"""One transformer block: multi-head self-attention and FFN, with residuals.
 
     Parameters
     ----------
@@ -198,16 +198,16 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
     Notes
     -----
     Post-LN (the original Transformer):
-    :math:`H = \\mathrm{LN}_1(X + \\mathrm{MHA}(X))`,
-    :math:`Y = \\mathrm{LN}_2(H + \\mathrm{FFN}(H))`.
+    :math:`H = \mathrm{LN}_1(X + \mathrm{MHA}(X))`,
+    :math:`Y = \mathrm{LN}_2(H + \mathrm{FFN}(H))`.
 
-    Pre-LN: :math:`H = X + \\mathrm{MHA}(\\mathrm{LN}_1(X))`,
-    :math:`Y = H + \\mathrm{FFN}(\\mathrm{LN}_2(H))`.
+    Pre-LN: :math:`H = X + \mathrm{MHA}(\mathrm{LN}_1(X))`,
+    :math:`Y = H + \mathrm{FFN}(\mathrm{LN}_2(H))`.
 
     Branch-LN (the layer norm closes each residual branch, the form written in
     the source document of chapter 2):
-    :math:`H = X + \\mathrm{LN}_1(\\mathrm{MHA}(X))`,
-    :math:`Y = H + \\mathrm{LN}_2(\\mathrm{FFN}(H))`.
+    :math:`H = X + \mathrm{LN}_1(\mathrm{MHA}(X))`,
+    :math:`Y = H + \mathrm{LN}_2(\mathrm{FFN}(H))`.
 
     Examples
     --------

@@ -41,7 +41,7 @@ REDUCED_AXES = {
 
 
 def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
-    """Layer normalisation over the features of each token.
+    r"""Layer normalisation over the features of each token.
 
     Parameters
     ----------
@@ -72,8 +72,8 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
     -----
     .. math::
 
-        \\mathrm{LN}(x) = \\gamma \\odot \\frac{x - \\mu}{\\sqrt{\\sigma^2 + \\epsilon}} + \\beta,
-        \\qquad \\mu = \\tfrac1d \\sum_j x_j,\\quad \\sigma^2 = \\tfrac1d \\sum_j (x_j - \\mu)^2 .
+        \mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta,
+        \qquad \mu = \tfrac1d \sum_j x_j,\quad \sigma^2 = \tfrac1d \sum_j (x_j - \mu)^2 .
 
     Examples
     --------
@@ -95,7 +95,7 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
 
 
 def rms_norm(x, gamma=None, *, eps=1e-6):
-    """Root-mean-square normalisation over the features of each token.
+    r"""Root-mean-square normalisation over the features of each token.
 
     Parameters
     ----------
@@ -126,7 +126,7 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
     -----
     .. math::
 
-        \\mathrm{RMSNorm}(x) = \\gamma \\odot \\frac{x}{\\sqrt{\\tfrac1d \\sum_j x_j^2 + \\epsilon}} .
+        \mathrm{RMSNorm}(x) = \gamma \odot \frac{x}{\sqrt{\tfrac1d \sum_j x_j^2 + \epsilon}} .
 
     Unlike layer normalisation, the mean is not subtracted.
 
@@ -145,7 +145,7 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
 
 
 def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
-    """Instance normalisation: each feature of each sequence over its tokens.
+    r"""Instance normalisation: each feature of each sequence over its tokens.
 
     Parameters
     ----------
@@ -172,9 +172,9 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
 
     Notes
     -----
-    The statistics :math:`\\mu_{c}, \\sigma^2_{c}` of feature ``c`` are taken over
+    The statistics :math:`\mu_{c}, \sigma^2_{c}` of feature ``c`` are taken over
     the ``n`` tokens of one sequence (axis ``-2``); then
-    :math:`y_{ic} = \\gamma_c (x_{ic} - \\mu_c)/\\sqrt{\\sigma_c^2 + \\epsilon} + \\beta_c`.
+    :math:`y_{ic} = \gamma_c (x_{ic} - \mu_c)/\sqrt{\sigma_c^2 + \epsilon} + \beta_c`.
 
     Examples
     --------
@@ -194,7 +194,7 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
 
 
 def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
-    """Batch normalisation with training-mode statistics, per feature.
+    r"""Batch normalisation with training-mode statistics, per feature.
 
     Parameters
     ----------
@@ -223,8 +223,8 @@ def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
 
     Notes
     -----
-    :math:`y = \\gamma \\odot (x - \\mu)/\\sqrt{\\sigma^2 + \\epsilon} + \\beta` with
-    :math:`\\mu, \\sigma^2 \\in \\mathbb{R}^d` over every axis but the last.  These
+    :math:`y = \gamma \odot (x - \mu)/\sqrt{\sigma^2 + \epsilon} + \beta` with
+    :math:`\mu, \sigma^2 \in \mathbb{R}^d` over every axis but the last.  These
     are the statistics of training mode; at inference a trained network uses
     running averages instead, and then the layer acts on each token alone.
 

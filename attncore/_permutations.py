@@ -40,7 +40,7 @@ def _check_permutation(perm):
 
 
 def permutation_matrix(perm):
-    """The matrix ``P`` with ``P @ x == x[perm]``.
+    r"""The matrix ``P`` with ``P @ x == x[perm]``.
 
     Parameters
     ----------
@@ -62,7 +62,7 @@ def permutation_matrix(perm):
     Notes
     -----
     Every row and every column of ``P`` holds exactly one 1, so
-    :math:`P P^{\\top} = P^{\\top} P = I`: the inverse of a permutation matrix is
+    :math:`P P^{\top} = P^{\top} P = I`: the inverse of a permutation matrix is
     its transpose.
 
     Examples

@@ -32,7 +32,7 @@ ROPE_CONVENTIONS = ("interleaved", "half")
 
 
 def sinusoidal_encoding(n, d, *, base=10000.0):
-    """The sinusoidal absolute position encoding of the original Transformer.
+    r"""The sinusoidal absolute position encoding of the original Transformer.
 
     Parameters
     ----------
@@ -58,12 +58,12 @@ def sinusoidal_encoding(n, d, *, base=10000.0):
 
     Notes
     -----
-    With frequencies :math:`\\omega_i = \\mathrm{base}^{-2i/d}`,
+    With frequencies :math:`\omega_i = \mathrm{base}^{-2i/d}`,
 
     .. math::
 
-        \\mathrm{PE}[p, 2i] = \\sin(p\\,\\omega_i), \\qquad
-        \\mathrm{PE}[p, 2i + 1] = \\cos(p\\,\\omega_i).
+        \mathrm{PE}[p, 2i] = \sin(p\,\omega_i), \qquad
+        \mathrm{PE}[p, 2i + 1] = \cos(p\,\omega_i).
 
     For even ``d``, ``PE[p] . PE[r] = sum_i cos((r - p) omega_i)`` depends on
     ``r - p`` only, and each row has squared norm ``d / 2``.
@@ -126,7 +126,7 @@ def rope_frequencies(d, *, base=10000.0):
 
 
 def rope(x, positions=None, *, base=10000.0, convention="interleaved"):
-    """Rotary position embedding: rotate feature pairs by position-dependent angles.
+    r"""Rotary position embedding: rotate feature pairs by position-dependent angles.
 
     Parameters
     ----------
@@ -161,19 +161,19 @@ def rope(x, positions=None, *, base=10000.0, convention="interleaved"):
     Notes
     -----
     Each pair :math:`(a, b)` of a row at position :math:`p` is rotated by the
-    angle :math:`p\\,\\theta_i`:
+    angle :math:`p\,\theta_i`:
 
     .. math::
 
-        (a, b) \\mapsto (a\\cos p\\theta_i - b\\sin p\\theta_i,\\;
-                          a\\sin p\\theta_i + b\\cos p\\theta_i).
+        (a, b) \mapsto (a\cos p\theta_i - b\sin p\theta_i,\;
+                          a\sin p\theta_i + b\cos p\theta_i).
 
     With rows acting on the right, ``rope(x)[p] = x[p] R_p`` for the block
-    diagonal :math:`R_p` of :math:`2\\times2` blocks
-    :math:`\\begin{pmatrix}\\cos p\\theta_i & \\sin p\\theta_i\\\\
-    -\\sin p\\theta_i & \\cos p\\theta_i\\end{pmatrix}`. Rotations are
-    orthogonal and :math:`R_p R_r^{\\top} = R_{r-p}^{\\top}`, so
-    :math:`(q R_p)(k R_r)^{\\top} = q R_{r-p}^{\\top} k^{\\top}` depends on the
+    diagonal :math:`R_p` of :math:`2\times2` blocks
+    :math:`\begin{pmatrix}\cos p\theta_i & \sin p\theta_i\\
+    -\sin p\theta_i & \cos p\theta_i\end{pmatrix}`. Rotations are
+    orthogonal and :math:`R_p R_r^{\top} = R_{r-p}^{\top}`, so
+    :math:`(q R_p)(k R_r)^{\top} = q R_{r-p}^{\top} k^{\top}` depends on the
     positions only through :math:`r - p`.  The two conventions
     are the same map up to a fixed permutation of the features.
 
@@ -260,7 +260,7 @@ def rope_permutation(d):
 
 
 def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32, max_distance=128):
-    """The bucket of each relative position, as in T5's released implementation.
+    r"""The bucket of each relative position, as in T5's released implementation.
 
     Parameters
     ----------
@@ -292,20 +292,20 @@ def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32,
 
     Notes
     -----
-    Let :math:`\\nu = -(j - i) = i - j` (how far back the key is).  With
+    Let :math:`\nu = -(j - i) = i - j` (how far back the key is).  With
     ``bidirectional``, ``num_buckets`` is halved to :math:`N`, keys after the
-    query (:math:`\\nu < 0`) are offset by :math:`N` and :math:`\\nu` becomes
-    :math:`|\\nu|`; otherwise :math:`\\nu \\leftarrow \\max(\\nu, 0)`.  With
-    :math:`E = \\lfloor N/2 \\rfloor` exact buckets,
+    query (:math:`\nu < 0`) are offset by :math:`N` and :math:`\nu` becomes
+    :math:`|\nu|`; otherwise :math:`\nu \leftarrow \max(\nu, 0)`.  With
+    :math:`E = \lfloor N/2 \rfloor` exact buckets,
 
     .. math::
 
-        \\mathrm{bucket}(\\nu) = \\begin{cases}
-          \\nu & \\nu < E, \\\\
-          \\min\\!\\Big(N - 1,\\; E + \\Big\\lfloor
-          \\frac{\\log(\\nu / E)}{\\log(\\mathrm{max\\_distance}/E)}\\,(N - E)
-          \\Big\\rfloor\\Big) & \\nu \\ge E,
-        \\end{cases}
+        \mathrm{bucket}(\nu) = \begin{cases}
+          \nu & \nu < E, \\
+          \min\!\Big(N - 1,\; E + \Big\lfloor
+          \frac{\log(\nu / E)}{\log(\mathrm{max\_distance}/E)}\,(N - E)
+          \Big\rfloor\Big) & \nu \ge E,
+        \end{cases}
 
     the logarithm evaluated in float32 as in the reference code (Raffel et
     al., 2020, ``_relative_position_bucket`` of Mesh TensorFlow).
@@ -362,7 +362,7 @@ def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32,
 
 
 def alibi_slopes(num_heads):
-    """The per-head slopes of ALiBi, for any number of heads.
+    r"""The per-head slopes of ALiBi, for any number of heads.
 
     Parameters
     ----------
@@ -384,8 +384,8 @@ def alibi_slopes(num_heads):
     Notes
     -----
     For :math:`h = 2^a` heads the slopes are the geometric sequence
-    :math:`s_t = 2^{-8(t+1)/h}`, :math:`t = 0, \\dots, h-1`.  Otherwise, with
-    :math:`c = 2^{\\lfloor \\log_2 h \\rfloor}`, the slopes are those of
+    :math:`s_t = 2^{-8(t+1)/h}`, :math:`t = 0, \dots, h-1`.  Otherwise, with
+    :math:`c = 2^{\lfloor \log_2 h \rfloor}`, the slopes are those of
     :math:`c` heads followed by the first :math:`h - c` slopes of
     :math:`2c` heads at even indices (``[0::2]``), i.e. the odd powers
     :math:`2^{-8(2t+1)/(2c)}` that fall between the first ones (Press et al.,

@@ -63,7 +63,7 @@ def shaw_relative_embeddings(n, m, table):
 
 
 def shaw_attention(q, k, v, rel_k, rel_v, *, mask=None, scale=None, normalize="softmax"):
-    """Self-attention with relative position representations (Shaw et al., 2018).
+    r"""Self-attention with relative position representations (Shaw et al., 2018).
 
     Parameters
     ----------
@@ -76,8 +76,8 @@ def shaw_attention(q, k, v, rel_k, rel_v, *, mask=None, scale=None, normalize="s
         ``a^V[i, j]``, added to value ``j`` when query ``i`` averages it.
     mask, scale, normalize
         As in :func:`attncore.attention_weights`; ``normalize`` chooses the
-        map from the scores :math:`e_{i\\cdot}` to the weights
-        :math:`\\alpha_{i\\cdot}` (``"softmax"``, ``"l2"``, ``"relu2"`` or
+        map from the scores :math:`e_{i\cdot}` to the weights
+        :math:`\alpha_{i\cdot}` (``"softmax"``, ``"l2"``, ``"relu2"`` or
         ``"none"``).
 
     Returns
@@ -100,13 +100,13 @@ def shaw_attention(q, k, v, rel_k, rel_v, *, mask=None, scale=None, normalize="s
     -----
     .. math::
 
-        e_{ij} = s\\, q_i \\cdot (k_j + a^K_{ij}), \\qquad
-        \\alpha_{i\\cdot} = \\mathrm{softmax}(e_{i\\cdot}), \\qquad
-        z_i = \\sum_j \\alpha_{ij}\\,(v_j + a^V_{ij}),
+        e_{ij} = s\, q_i \cdot (k_j + a^K_{ij}), \qquad
+        \alpha_{i\cdot} = \mathrm{softmax}(e_{i\cdot}), \qquad
+        z_i = \sum_j \alpha_{ij}\,(v_j + a^V_{ij}),
 
-    with :math:`s = 1/\\sqrt{d_k}` and
-    :math:`a^K_{ij} = w^K_{\\mathrm{clip}(j - i, -K, K)}`,
-    :math:`a^V_{ij} = w^V_{\\mathrm{clip}(j - i, -K, K)}`
+    with :math:`s = 1/\sqrt{d_k}` and
+    :math:`a^K_{ij} = w^K_{\mathrm{clip}(j - i, -K, K)}`,
+    :math:`a^V_{ij} = w^V_{\mathrm{clip}(j - i, -K, K)}`
     (:func:`shaw_relative_embeddings`).  The softmax shown is the default;
     another ``normalize`` replaces it, row by row, by that normaliser, and
     the output formula is unchanged.  The value term :math:`a^V` is what

@@ -24,7 +24,7 @@ def compute_dtype(*arrays):
 
 
 def softmax(x, axis=-1, *, temperature=1.0, mask=None):
-    """Softmax of ``x`` along ``axis``, with an optional temperature and mask.
+    r"""Softmax of ``x`` along ``axis``, with an optional temperature and mask.
 
     Parameters
     ----------
@@ -66,8 +66,8 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
     -----
     .. math::
 
-        \\mathrm{softmax}(x)_j = \\frac{\\exp((x_j - c)/T)}{\\sum_{l} \\exp((x_l - c)/T)},
-        \\qquad c = \\max_l x_l .
+        \mathrm{softmax}(x)_j = \frac{\exp((x_j - c)/T)}{\sum_{l} \exp((x_l - c)/T)},
+        \qquad c = \max_l x_l .
 
     Subtracting the maximum ``c`` changes nothing (shift invariance, the
     first theorem of the course) and makes every exponent ``<= 0``, so nothing

@@ -8,7 +8,7 @@ from attncore._checks import as_float_array
 
 
 def toeplitz(diagonals):
-    """The square Toeplitz matrix with the given ``2n - 1`` diagonals.
+    r"""The square Toeplitz matrix with the given ``2n - 1`` diagonals.
 
     Parameters
     ----------
@@ -34,7 +34,7 @@ def toeplitz(diagonals):
     -----
     A Toeplitz matrix is constant along every diagonal, :math:`T_{ij} = c_{j-i}`,
     so multiplying by it is a convolution over positions.  URPE re-weights
-    attention with one, :math:`(A \\odot C)V`.
+    attention with one, :math:`(A \odot C)V`.
 
     Examples
     --------

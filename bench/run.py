@@ -35,6 +35,7 @@ import sys
 import time
 import tracemalloc
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +88,7 @@ def bench_attention(rng, quick):
                 q, k, v = (rng.standard_normal((n, d)).astype(dtype) for _ in range(3))
                 r = repeats_for(n)
                 bound = gemm_bound(q, k, v, r)
-                measured = timeit(lambda: attention(q, k, v), r)
+                measured = timeit(partial(attention, q, k, v), r)
                 rows.append({
                     "n": n, "d": d, "dtype": np.dtype(dtype).name,
                     "attention": measured, "gemm_bound": bound,
@@ -106,9 +107,9 @@ def bench_multi_head(rng, quick):
         x = rng.standard_normal((n, d)).astype(np.float32)
         ws = [(rng.standard_normal((d, d)) / math.sqrt(d)).astype(np.float32) for _ in range(4)]
         r = repeats_for(n)
-        measured = timeit(lambda: multi_head_attention(x, *ws, h), r)
+        measured = timeit(partial(multi_head_attention, x, *ws, h), r)
         heads = rng.standard_normal((h, n, d // h)).astype(np.float32)
-        projection = timeit(lambda: x @ ws[0], r)
+        projection = timeit(partial(np.matmul, x, ws[0]), r)
         bound_heads = gemm_bound(heads, heads, heads, r)
         bound = {key: 4 * projection[key] + bound_heads[key] for key in ("min", "median", "max")}
         rows.append({"n": n, "d": d, "h": h, "dtype": "float32", "multi_head": measured,
@@ -124,8 +125,8 @@ def bench_softmax(rng, quick):
         x = rng.standard_normal((n, n)).astype(np.float32)
         dst = np.empty_like(x)
         r = repeats_for(n)
-        measured = timeit(lambda: softmax(x), r)
-        copy = timeit(lambda: np.copyto(dst, x), r)
+        measured = timeit(partial(softmax, x), r)
+        copy = timeit(partial(np.copyto, dst, x), r)
         rows.append({"n": n, "dtype": "float32", "softmax": measured, "copy_bound": copy,
                      "ratio": measured["median"] / copy["median"]})
         print(f"softmax    n={n:5d} float32 {measured['median'] * 1e3:8.2f} ms  "
@@ -158,8 +159,8 @@ def bench_linear(rng, quick):
     for n in sizes:
         q, k, v = ((rng.standard_normal((n, d)) / d**0.25).astype(np.float32) for _ in range(3))
         r = repeats_for(n)
-        soft = timeit(lambda: attention(q, k, v), r)
-        lin = timeit(lambda: linear_attention(q, k, v, feature_map), r)
+        soft = timeit(partial(attention, q, k, v), r)
+        lin = timeit(partial(linear_attention, q, k, v, feature_map), r)
         rows.append({"n": n, "d": d, "features": m, "softmax": soft, "linear": lin,
                      "flops_softmax": flops_softmax_attention(n, d), "flops_linear": flops_linear_attention(n, d, m)})
         print(f"linear     n={n:5d} softmax {soft['median'] * 1e3:8.2f} ms  linear {lin['median'] * 1e3:8.2f} ms")
@@ -194,9 +195,9 @@ def bench_memory(rng, quick):
         io = 4 * q.nbytes  # q, k, v and the output
         rows.append({
             "n": n, "d": d, "dtype": "float32",
-            "attention": peak_bytes(lambda: attention(q, k, v)),
-            "weights_then_product": peak_bytes(lambda: attention_weights(q, k) @ v),
-            "linear": peak_bytes(lambda: linear_attention(q, k, v, feature_map)),
+            "attention": peak_bytes(partial(attention, q, k, v)),
+            "weights_then_product": peak_bytes(lambda q=q, k=k, v=v: attention_weights(q, k) @ v),
+            "linear": peak_bytes(partial(linear_attention, q, k, v, feature_map)),
             "score_matrix": n * n * 4, "inputs_and_output": io,
         })
         row = rows[-1]

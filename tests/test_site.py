@@ -278,7 +278,7 @@ def test_every_page_renders_cleanly_in_a_browser(site, server, browser):
         errors.clear()
         page.goto(server + rel, wait_until="load")
         if is_redirect(path):  # the root index.html forwards to book/index.html
-            page.wait_for_url(lambda url: url != server + rel)
+            page.wait_for_url(lambda url, rel=rel: url != server + rel)
             page.wait_for_load_state("load")
         report = page.evaluate(PAGE_REPORT_JS)
         checked += 1
