@@ -32,12 +32,19 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-setup: $(STAMP)
+# axe-core (pinned in package.json / package-lock.json), which tests/test_site.py runs
+# in every page of the built site; without npm the accessibility check skips (not in CI).
+AXE := node_modules/axe-core/axe.min.js
+$(AXE): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: the site's accessibility check (axe-core) will skip"; exit 0; }; \
+	npm ci --no-audit --no-fund --loglevel=error && touch $(AXE)
+
+setup: $(STAMP) $(AXE)
 
 book: $(STAMP)
 	$(BIN)/python scripts/build_book.py
 
-test: lint
+test: lint $(AXE)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

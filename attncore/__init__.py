@@ -32,7 +32,7 @@ Bad input raises ``ValueError`` (wrong shape or value) or ``TypeError`` (wrong
 kind of argument) with a short message that names the argument and the shapes.
 NaN and infinities are rejected unless documented (``-inf`` in a bias, score or
 logit means "masked"); counts must be integers, and scalars must be real numbers
-representable in the dtype they are used in (see :mod:`attncore._checks`).
+representable in the dtype they are used in (see ``attncore/_checks.py``).
 """
 
 from attncore._attention import (

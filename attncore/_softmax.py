@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attncore._checks import as_float_array, check_axis, check_mask, check_real
 
 
-def compute_dtype(*arrays):
+def compute_dtype(*arrays: np.ndarray) -> np.dtype:
     """The dtype ``attncore`` computes in for these floating arrays: at least float32.
 
     float16 has 5 exponent bits: ``exp(12)``, a sum of squares of numbers near
@@ -23,7 +24,9 @@ def compute_dtype(*arrays):
     return np.result_type(*arrays, np.float32)
 
 
-def softmax(x, axis=-1, *, temperature=1.0, mask=None):
+def softmax(
+    x: ArrayLike, axis: int = -1, *, temperature: float = 1.0, mask: ArrayLike | None = None
+) -> np.ndarray:
     r"""Softmax of ``x`` along ``axis``, with an optional temperature and mask.
 
     Parameters
@@ -61,6 +64,11 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
         has no entry along it; if ``temperature`` is not ``> 0`` and finite,
         or it or its reciprocal is 0 or ``inf`` in the compute dtype; if
         ``mask`` does not broadcast to the shape of ``x``.
+
+    See Also
+    --------
+    attention_weights : Softmax of scaled scores, the attention matrix.
+    compute_dtype : The dtype the computation runs in.
 
     Notes
     -----

@@ -26,7 +26,7 @@ def main():
         "--warningiserror", "--nitpick", "--keep-going", "--path-output", str(OUTPUT),
     ]
     start = time.perf_counter()
-    returncode = subprocess.run(command, cwd=ROOT).returncode
+    returncode = subprocess.run(command, cwd=ROOT, env=dict(os.environ, NO_COLOR="1")).returncode
     print(f"\nbook build: {time.perf_counter() - start:.1f} s, exit code {returncode}")
     if returncode == 0:
         print(f"The book is at file://{OUTPUT / '_build' / 'html' / 'index.html'}")
