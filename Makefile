@@ -18,7 +18,8 @@ help:
 	@echo "make lint       ruff check (configured in pyproject.toml; also run by make test)"
 	@echo "make notebook NB=notebooks/NAME.ipynb   refresh one notebook's outputs and text twin, then nbval-check it"
 	@echo "make pair       write the MyST text twin notebooks/NAME.md of every notebook (jupytext)"
-	@echo "make bench      run the benchmark suite: bench/results.json, bench/figures, PASS/FAIL per target"
+	@echo "make bench      installs torch (requirements-bench.txt), times attncore against it and its bounds:"
+	@echo "                bench/results.json, bench/tables, bench/figures, PASS/FAIL per target (a few minutes)"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
 	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice"
 	@echo "make lab        open the notebooks in JupyterLab"
@@ -78,8 +79,15 @@ notebook: $(STAMP)
 	$(BIN)/jupytext --quiet --to md:myst $(NB)
 	$(BIN)/python -m pytest -o addopts="--nbval --nbval-current-env -p no:cacheprovider" $(NB)
 
-bench: $(STAMP)
-	$(BIN)/python bench/run.py
+# The benchmark times attncore against PyTorch's CPU kernels: torch (requirements-bench.txt) goes
+# into the same .venv on top of requirements.txt, only for `make bench`.  BENCH_ARGS=--quick for a smoke test.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP) requirements-bench.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-bench.txt
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 # Mutation testing is not part of `make test` (it takes about an hour): mutmut and its
 # dependencies (requirements-mutate.txt) go into the same .venv, constrained by requirements.txt.

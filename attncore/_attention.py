@@ -10,6 +10,7 @@ import numpy as np
 from attncore._checks import (
     as_float_array,
     batch_shape,
+    check_bool,
     check_broadcastable,
     check_choice,
     check_count,
@@ -18,10 +19,16 @@ from attncore._checks import (
     check_real,
 )
 from attncore._linear import linear
-from attncore._softmax import NORMALIZERS, _normalize_inplace, _numerators_inplace, compute_dtype
+from attncore._softmax import (
+    NORMALIZERS,
+    _normalize_inplace,
+    _numerators_inplace,
+    _shifted_exp_inplace,
+    compute_dtype,
+)
 
 
-def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="softmax"):
+def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="softmax", causal=False):
     """The attention matrix ``softmax(q k^T * scale + bias)`` over the keys.
 
     Parameters
@@ -47,6 +54,11 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
         ``exp(s) / sum(exp(s))`` (rows sum to 1); ``"l2"``,
         ``exp(s) / ||exp(s)||_2`` (rows have unit Euclidean norm); ``"relu2"``,
         ``relu(s)**2 / m`` as in GAU; ``"none"``, ``exp(s)`` with no denominator.
+    causal : bool, optional
+        Query ``i`` may attend keys ``j <= i`` only, rows and columns aligned at
+        the top left as in :func:`attncore.causal_mask` (``m != n`` allowed);
+        combined with ``mask`` by "and".  The same as passing
+        ``mask=causal_mask(n, m)``, without building the mask.
 
     Returns
     -------
@@ -57,8 +69,8 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     ------
     TypeError
         If ``q``, ``k`` or ``bias`` is not an array of real numbers (bool,
-        complex, strings), ``scale`` is not a real number, or ``mask`` is not
-        boolean.
+        complex, strings), ``scale`` is not a real number, ``mask`` is not
+        boolean, or ``causal`` is not ``True`` or ``False``.
     ValueError
         If ``q`` is not ``(..., n, k)``, ``k`` not ``(..., m, k)`` or their
         batch axes do not broadcast; if ``q`` or ``k`` holds NaN or ``+-inf``,
@@ -102,7 +114,10 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     >>> bool(np.allclose(np.linalg.norm(a, axis=-1), 1.0))
     True
     """
-    q, k, mask, bias, _, dtype = _prepare(q, k, mask, bias, scale, normalize)
+    q, k, mask, bias, shape, dtype = _prepare(q, k, mask, bias, scale, normalize)
+    if check_bool(causal, "causal"):
+        future = _future(0, shape[-2], 0, shape[-1])  # (n, m): True where key j > query i
+        mask = ~future if mask is None else mask & ~future
     k = k.astype(q.dtype, copy=False)
     bias = None if bias is None else bias.astype(q.dtype, copy=False)
     q, bias, temperature = _fit_scores(q, k, bias, _log_score_bound(q, k, bias))
@@ -157,12 +172,7 @@ def _rows(a, start, stop, n):
     return a[..., start:stop, :]
 
 
-#: Score bytes per block of query rows in ``attention``: small enough for the
-#: block to stay in cache between the score, softmax and value passes.
-BLOCK_BYTES = 1 << 22
-
-
-def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax", reweight=None):
+def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax", reweight=None, causal=False):
     """Scaled dot-product attention ``softmax(q k^T * scale + bias) v``.
 
     Parameters
@@ -179,6 +189,9 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         Broadcastable to ``(..., n, m)``; multiplies the normalised weights
         elementwise before they average the values (URPE's Toeplitz matrix
         ``C`` in ``(A * C) v``).
+    causal : bool, optional
+        As in :func:`attention_weights`: keys ``j <= i`` only.  Faster than an
+        equal boolean ``mask``, since nothing is read to find the removed keys.
 
     Returns
     -------
@@ -244,10 +257,30 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     underflow at all and :math:`g = 0` saves scaling :math:`V`).
     When :math:`B` comes near :math:`M`, ``q`` and ``bias`` are divided by a
     power of two first so that :math:`QK^\\top` cannot overflow, and the shifted
-    exponent is multiplied back.  ``"none"`` has no denominator: if
+    exponent is multiplied back.  For ``"softmax"`` without ``reweight`` the
+    denominators :math:`D_i 2^g` are computed as one more column of the value
+    product (``v`` with a column :math:`2^g` appended): the same sums, rounded
+    as the product's other columns are (at most :math:`m` eps relative).
+    ``"none"`` has no denominator: if
     :math:`e^{s}` or the output overflows the result's dtype, the function
     raises ``ValueError`` rather than return ``inf``; an :math:`e^{s}` below
     the smallest float is 0, its correctly rounded value.
+
+    *Blocks.*  The output is computed a block of query rows at a time in each
+    (batch, head) slice, with as many rows as fit :data:`BLOCK_BYTES` of
+    scores for one slice, so that the number of heads never shrinks the
+    products (heads small enough are grouped into one block).  With ``mask``
+    or ``causal``, a block computes only the keys ``lo:hi`` between the first
+    and the last key that one of its rows may attend: every other key's weight
+    is exactly 0 in both routes (:math:`e^{-\\infty} = 0`), so the sums and
+    products are those of the whole row less exact zeros, and every bound
+    above holds with the smaller number of keys.  Inside the block, the keys
+    ``causal`` removes get the score :math:`-\\infty`, like a bias of
+    :math:`-\\infty`.  A block whose rows may attend no key is 0.  With
+    ``causal`` and :math:`n = m`, the blocks compute about
+    :math:`(1 + 1/b)/2` of the scores for :math:`b` blocks
+    (:data:`SKIP_BLOCKS`).  ``"relu2"`` divides by :math:`m` itself and so
+    computes every key.
 
     Examples
     --------
@@ -260,8 +293,15 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     >>> perm = [4, 2, 0, 1, 3]
     >>> bool(np.allclose(attention(q, k[perm], v[perm]), attention(q, k, v)))
     True
+
+    ``causal=True`` is the boolean causal mask, without the mask:
+
+    >>> from attncore import causal_mask
+    >>> bool(np.allclose(attention(q, k, v, causal=True), attention(q, k, v, mask=causal_mask(3, 5))))
+    True
     """
     q, k, mask, bias, shape, dtype = _prepare(q, k, mask, bias, scale, normalize)
+    causal = check_bool(causal, "causal")
     v = as_float_array(v, "v", ("...", k.shape[-2], "v"), match=("k", k))
     if reweight is not None:
         reweight = as_float_array(reweight, "reweight")
@@ -274,10 +314,6 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     q, k, v = (a.astype(work, copy=False) for a in (q, k, v))
     bias, reweight = (None if a is None else a.astype(work, copy=False) for a in (bias, reweight))
     out = np.empty(batch + (n, v.shape[-1]), dtype=work)  # (..., n, v)
-    # Query rows are independent: computing them a block at a time keeps each
-    # block of scores in cache and never holds the full (..., n, m) matrix.
-    rows_per_block = max(1, BLOCK_BYTES // max(1, math.prod(shape[:-2]) * m * work.itemsize))
-
     log_bound = _log_score_bound(q, k, bias)
     q, bias, temperature = _fit_scores(q, k, bias, log_bound)
     shift, gain, rescue = True, 0, 0
@@ -300,37 +336,141 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
         elif gain:
             v = np.ldexp(v, gain)
 
-    # One score buffer for all blocks: a fresh (rows, m) array per block would cost page faults.
-    buffer = np.empty(shape[:-2] + (min(rows_per_block, n), m), dtype=work)  # (..., rows, m)
+    # Query rows are independent, and so are the (batch, head) slices: each block is
+    # `rows` query rows of `group` whole slices of the last batch axis (the heads).
+    # The row count depends on m alone, never on the number of heads, so every block
+    # is a GEMM as large as in the single-head case; small heads are grouped instead.
+    rows, group = _block_layout(n, m, batch[-1] if batch else 1, work.itemsize, causal or mask is not None)
+    # One flat score buffer for all blocks: a fresh array per block would cost page faults.
+    buffer = np.empty(group * rows * m, dtype=work)
     k_t = np.swapaxes(k, -1, -2)  # (..., k, m)
+    if n >= 1024:  # laid out as (k, m) rows the score GEMM is a plain NN product, some 5-10% faster
+        k_t = np.ascontiguousarray(k_t)  # worth its copy once there are enough query rows
+    skip = normalize != "relu2"  # relu2 divides by m itself: it needs every key's column
+    # softmax without reweight: a column 2**gain appended to v makes the product with the
+    # numerators carry their row sums times 2**gain too, which saves a pass over the scores.
+    fused = normalize == "softmax" and reweight is None and m > 0
+    if fused:
+        v = np.concatenate([v, np.full(v.shape[:-1] + (1,), np.ldexp(work.type(1), gain))], axis=-1)  # (..., m, v+1)
+        wide = np.empty(group * rows * v.shape[-1], dtype=work)  # the (..., rows, v+1) products
 
-    def block(start):
-        stop = min(start + rows_per_block, n)
-        scores = buffer[..., : stop - start, :]  # (..., rows, m)
-        np.matmul(q[..., start:stop, :], k_t, out=scores)
-        if bias is not None:
-            scores += _rows(bias, start, stop, n)
+    def block(outer, heads, start):
+        stop = min(start + rows, n)
+        part = functools.partial(_part, batch=batch, outer=outer, heads=heads)
+        q_b, k_b, v_b = part(q)[..., start:stop, :], part(k_t), part(v)
+        mask_b, bias_b, reweight_b = (_rows(part(a), start, stop, n) for a in (mask, bias, reweight))
+        out_b = out[outer + (heads,) if batch else ()][..., start:stop, :]  # (g, rows, v) or (rows, v)
+        # Keys lo:hi hold every key any of these rows may attend; the others get weight
+        # exactly 0 (a masked key's e^s is 0 in both routes), so they are never computed.
+        lo, hi = 0, m
+        if causal and skip:
+            hi = min(stop, m)  # query i attends keys j <= i
+        if mask_b is not None and skip and mask_b.shape[-1] == m > 0:
+            kept = np.flatnonzero(np.any(mask_b, axis=tuple(range(mask_b.ndim - 1))))  # (m,) reduced
+            lo, hi = (int(kept[0]), min(hi, int(kept[-1]) + 1)) if kept.size else (0, 0)
+        if m > 0 and hi <= lo:
+            out_b[...] = 0  # every key of every row is masked: the documented 0 rows
+            return
+        if (lo, hi) != (0, m):
+            k_b, v_b = k_b[..., lo:hi], v_b[..., lo:hi, :]
+            mask_b, bias_b, reweight_b = (a if a is None or a.shape[-1] == 1 else a[..., lo:hi]
+                                          for a in (mask_b, bias_b, reweight_b))
+        keys = hi - lo
+        scores_shape = np.broadcast_shapes(*(a.shape[:-2] for a in (q_b, k_b, mask_b, bias_b, reweight_b)
+                                             if a is not None and a.ndim > 2))
+        scores = buffer[: math.prod(scores_shape) * (stop - start) * keys].reshape(
+            scores_shape + (stop - start, keys))  # (..., rows, keys), contiguous
+        np.matmul(q_b, k_b, out=scores)
+        if bias_b is not None:
+            scores += bias_b
+        if causal:
+            first = max(start + 1, lo)  # the first key that a row of this block may not attend
+            if first < hi:  # as a bias of -inf there: weight exactly 0, in either route
+                np.copyto(scores[..., first - lo:], -np.inf, where=_future(start, stop, first, hi))
         # The per-row division is applied to the (rows, v) output, not the (rows, m) weights.
-        numerators, denominator = _numerators_inplace(
-            scores, normalize, mask=_rows(mask, start, stop, n), shift=shift, temperature=temperature)
-        if reweight is not None:
-            numerators *= _rows(reweight, start, stop, n)
-        rows = out[..., start:stop, :]  # (..., rows, v)
+        if fused:
+            numerators, denominator = _shifted_exp_inplace(
+                scores, -1, mask=mask_b, shift=shift, temperature=temperature), None
+        else:
+            numerators, denominator = _numerators_inplace(
+                scores, normalize, mask=mask_b, shift=shift, temperature=temperature)
+        if reweight_b is not None:
+            numerators *= reweight_b
+        product = out_b if not fused else wide[: out_b.size // out_b.shape[-1] * v.shape[-1]].reshape(
+            out_b.shape[:-1] + (v.shape[-1],))  # (..., rows, v) or (..., rows, v+1)
         with np.errstate(over="ignore", invalid="ignore"):
-            np.matmul(numerators, v, out=rows)
+            np.matmul(numerators, v_b, out=product)
         scaled = gain
-        if rescue and not np.all(np.isfinite(rows)):
+        if rescue and not np.all(np.isfinite(product)):
             # Shifted weights are <= 1, so only m max|reweight| max|v| can overflow: retry with v * 2**rescue.
-            np.matmul(numerators, np.ldexp(v, rescue), out=rows)
+            np.matmul(numerators, np.ldexp(v_b, rescue), out=product)
             scaled = rescue
+        if fused:
+            # The last column is D 2**scaled (D >= 1 unless every key of the row is masked,
+            # and then the row of products is 0 too).
+            denominator = product[..., -1:]
+            np.divide(product[..., :-1], np.where(denominator > 0, denominator, 1), out=out_b)
+            return
         if denominator is not None:
             if scaled:
                 denominator = np.ldexp(denominator, scaled)
-            np.divide(rows, denominator, out=rows, where=denominator > 0)
+            np.divide(out_b, denominator, out=out_b, where=denominator > 0)
 
-    for start in range(0, n, rows_per_block):
-        block(start)
+    heads_total = batch[-1] if batch else 1
+    for outer in np.ndindex(batch[:-1]):
+        for h in range(0, heads_total, group):
+            for start in range(0, n, rows):
+                block(outer, slice(h, min(h + group, heads_total)), start)
     return _finish(out, dtype, normalize)
+
+
+#: Score bytes per block of query rows in ``attention``: small enough for the
+#: block to stay in cache between the score, softmax and value passes.
+BLOCK_BYTES = 1 << 22
+
+#: With a mask or ``causal``, a block of query rows skips the keys that none of its
+#: rows may attend; at least this many blocks make that skipping fine-grained (a
+#: causal mask then costs about (1 + 1/blocks) / 2 of the full scores) ...
+SKIP_BLOCKS = 16
+#: ... as long as a block keeps this many rows (smaller GEMMs run below the BLAS peak).
+SKIP_MIN_ROWS = 64
+
+
+def _future(start, stop, lo, hi):
+    """``(stop - start, hi - lo)`` booleans: True where key ``lo + c`` comes after query
+    ``start + r`` (the entries a causal mask removes, rows and columns aligned at the top left)."""
+    return np.arange(lo, hi)[None, :] > np.arange(start, stop)[:, None]
+
+
+def _block_layout(n, m, heads, itemsize, sparse):
+    """``(rows, group)``: query rows per block and slices of the last batch axis per block.
+
+    ``rows`` fills :data:`BLOCK_BYTES` with ``m`` scores per row, whatever the number
+    of heads; with a mask (``sparse``) it is cut to about ``n / SKIP_BLOCKS``.  When
+    one slice's block is smaller than the budget, ``group`` slices share it.
+    """
+    rows = max(1, min(n, BLOCK_BYTES // max(1, m * itemsize)))
+    if sparse:
+        rows = min(rows, max(SKIP_MIN_ROWS, -(-n // SKIP_BLOCKS)))
+    group = max(1, min(heads, BLOCK_BYTES // max(1, rows * m * itemsize)))
+    return rows, group
+
+
+def _part(a, *, batch, outer, heads):
+    """The block of ``a`` (batch axes aligned right with ``batch``, then two more) at
+    the index ``outer`` of all batch axes but the last and ``heads`` (a slice) of the
+    last; an axis of length 1 broadcasts.  A view; ``a`` without batch axes is returned."""
+    if a is None or a.ndim <= 2:
+        return a
+    own = a.ndim - 2  # batch axes of a: the last `own` of `batch`
+    index = []
+    for axis in range(own):
+        j = len(batch) - own + axis
+        if j < len(batch) - 1:
+            index.append(0 if a.shape[axis] == 1 else outer[j])
+        else:
+            index.append(slice(0, 1) if a.shape[axis] == 1 else heads)
+    return a[tuple(index)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -525,6 +665,7 @@ def multi_head_attention(
     b_o=None,
     context=None,
     mask=None,
+    causal=False,
 ):
     """Multi-head attention of ``x`` over itself, or over ``context``.
 
@@ -544,6 +685,8 @@ def multi_head_attention(
         ``x`` itself by default (self-attention).
     mask : array_like of bool, optional
         Broadcastable to ``(..., n, m)``; the same mask for every head.
+    causal : bool, optional
+        Token ``i`` attends tokens ``j <= i`` only (see :func:`attention`).
 
     Returns
     -------
@@ -553,7 +696,8 @@ def multi_head_attention(
     ------
     TypeError
         If ``x``, ``context``, a weight or a bias is not an array of real
-        numbers, ``num_heads`` is not an integer, or ``mask`` is not boolean.
+        numbers, ``num_heads`` is not an integer, ``mask`` is not boolean or
+        ``causal`` is not ``True`` or ``False``.
     ValueError
         If ``x`` is not ``(..., n, d)`` with ``d >= 1``, ``context`` not
         ``(..., m, d)``, a weight not ``(d, d)`` or a bias not ``(d,)`` (each
@@ -592,6 +736,7 @@ def multi_head_attention(
         raise ValueError(f"x must have at least one feature (d >= 1), got shape {x.shape}")
     context = x if context is None else as_float_array(context, "context", ("...", "m", d))
     h = _num_heads(num_heads, d)
+    causal = check_bool(causal, "causal")
     # Every parameter is checked here, under the caller's name, before linear() sees it.
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
         as_float_array(w, name, (d, d))
@@ -605,7 +750,7 @@ def multi_head_attention(
     q = split_heads(linear(x, w_q, b_q, name="w_q"), h)  # (..., h, n, k)
     k = split_heads(linear(context, w_k, b_k, name="w_k"), h)  # (..., h, m, k)
     v = split_heads(linear(context, w_v, b_v, name="w_v"), h)  # (..., h, m, k)
-    heads = attention(q, k, v, mask=mask)  # (..., h, n, k)
+    heads = attention(q, k, v, mask=mask, causal=causal)  # (..., h, n, k)
     return linear(merge_heads(heads), w_o, b_o, name="w_o")  # (..., n, d)
 
 

@@ -328,3 +328,115 @@ def test_large_scores_stay_exact(rng, dtype, big):
     got = attention(q.astype(dtype), k.astype(dtype), v.astype(dtype), bias=bias)
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, ref, **tol(dtype))
+
+
+# ------------------------------------------------- the fast paths: key skipping, per-head blocks
+
+
+def loop_over_batch(q, k, v, mask=None, bias=None, reweight=None, causal=False):
+    """attention_loop on every (batch, head) slice after explicit broadcasting; causal as a mask
+    built here with loops (key j visible to query i when j <= i), and reweight applied to the
+    loop's weights before the values."""
+    n, m = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    full = batch + (n, m)
+    keep = np.ones(full, bool) if mask is None else np.broadcast_to(mask, full)
+    if causal:
+        keep = keep & np.array([[j <= i for j in range(m)] for i in range(n)])
+    bias = None if bias is None else np.broadcast_to(bias, full)
+    qb, kb, vb = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
+    out = np.zeros(batch + (n, v.shape[-1]))
+    for idx in np.ndindex(batch):
+        w, o = attention_loop(qb[idx], kb[idx], vb[idx], mask=keep[idx], bias=None if bias is None else bias[idx])
+        if reweight is not None:
+            o = (w * np.broadcast_to(reweight, full)[idx]) @ vb[idx].astype(float)
+        out[idx] = o
+    return out
+
+
+SMALL_BLOCKS = [1, 3 * 7 * 8, 1 << 30]  # one row per block, a few rows, everything in one block
+
+
+@pytest.mark.parametrize("n, m", [(7, 7), (5, 9), (9, 4)])
+@pytest.mark.parametrize("user_mask", [None, "random", "rows fully masked", "band"])
+@pytest.mark.parametrize("block_bytes", SMALL_BLOCKS)
+def test_causal_flag_and_causal_mask_match_loop(rng, monkeypatch, n, m, user_mask, block_bytes):
+    """causal=True, and the same mask given as booleans, against the loop: m != n both ways,
+    fully masked rows, several block sizes (so that key blocks are really skipped), batch axes."""
+    import sys
+
+    module = sys.modules["attncore._attention"]
+    monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(module, "SKIP_MIN_ROWS", 1)
+    q, k, v = rng.normal(size=(2, 3, n, 4)), rng.normal(size=(3, m, 4)), rng.normal(size=(2, 1, m, 5))
+    mask = None
+    if user_mask == "random":
+        mask = rng.random((2, 1, n, m)) < 0.6
+    elif user_mask == "rows fully masked":
+        mask = rng.random((n, m)) < 0.5
+        mask[::2] = False
+    elif user_mask == "band":  # a sliding window of 2 keys ending one key before the query
+        mask = np.array([[i - 2 <= j < i for j in range(m)] for i in range(n)])
+    want = loop_over_batch(q, k, v, mask=mask, causal=True)
+    got = attention(q, k, v, mask=mask, causal=True)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    both = causal_mask(n, m) if mask is None else causal_mask(n, m) & mask
+    np.testing.assert_allclose(attention(q, k, v, mask=both), want, rtol=1e-12, atol=1e-14)
+    if mask is None:  # no causal mask: the mask alone skips keys too
+        np.testing.assert_allclose(attention_weights(q, k, causal=True), attention_weights(q, k, mask=both), rtol=1e-12)
+
+
+@pytest.mark.parametrize("normalize", ["softmax", "l2", "relu2", "none"])
+@pytest.mark.parametrize("block_bytes", SMALL_BLOCKS)
+def test_causal_with_every_normalizer_bias_and_reweight(rng, monkeypatch, normalize, block_bytes):
+    """The skipped keys leave every normaliser's answer unchanged (relu2 divides by all m keys)."""
+    import sys
+
+    module = sys.modules["attncore._attention"]
+    monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(module, "SKIP_MIN_ROWS", 1)
+    n, m = 6, 8
+    q, k, v = rng.normal(size=(3, n, 4)), rng.normal(size=(3, m, 4)), rng.normal(size=(3, m, 2))
+    bias, reweight = rng.normal(size=(n, m)), rng.normal(size=(3, n, m))
+    whole = attention_weights(q, k, bias=bias, normalize=normalize, mask=causal_mask(n, m))
+    assert np.all(whole[..., np.triu_indices(n, 1, m)[0], np.triu_indices(n, 1, m)[1]] == 0)
+    np.testing.assert_allclose(attention(q, k, v, bias=bias, reweight=reweight, normalize=normalize, causal=True),
+                               (whole * reweight) @ v, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(attention_weights(q, k, bias=bias, normalize=normalize, causal=True), whole, rtol=1e-12)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 8 * 6 * 5, 8 * 6 * 5 * 3, 1 << 30])  # rows; 1, 3 and all heads per block
+def test_per_head_blocks_match_loop(rng, monkeypatch, block_bytes):
+    """Blocks of rows of one (batch, head) slice, or of several heads at once (a group that
+    need not divide the number of heads), with every operand broadcasting on its own axes."""
+    import sys
+
+    module = sys.modules["attncore._attention"]
+    monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
+    n, m, h = 6, 5, 4
+    q, k, v = rng.normal(size=(2, h, n, 3)), rng.normal(size=(1, m, 3)), rng.normal(size=(2, 1, m, 2))
+    mask = rng.random((h, n, m)) < 0.7
+    bias, reweight = rng.normal(size=(2, 1, n, m)), rng.normal(size=(h, 1, m))
+    want = loop_over_batch(q, k, v, mask=mask, bias=bias, reweight=reweight)
+    got = attention(q, k, v, mask=mask, bias=bias, reweight=reweight)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    assert module._block_layout(n, m, h, 8, False)[1] == max(1, min(h, block_bytes // (n * m * 8)))
+
+
+def test_rows_per_block_do_not_shrink_with_heads():
+    """The issue's complaint: the row-block size depended on the number of heads."""
+    import sys
+
+    layout = sys.modules["attncore._attention"]._block_layout
+    assert layout(1024, 1024, 1, 4, False) == layout(1024, 1024, 64, 4, False)[:1] + (1,)
+    assert layout(4096, 4096, 32, 4, False)[0] == layout(4096, 4096, 1, 4, False)[0] == 256
+    assert layout(256, 256, 8, 4, False) == (256, 8)  # small heads: 8 of them share a block
+    assert layout(4096, 4096, 1, 4, True)[0] == 256  # causal: 16 blocks of rows
+
+
+def test_multi_head_causal_matches_mask(rng):
+    x, ctx = rng.normal(size=(2, 5, 8)), rng.normal(size=(2, 7, 8))
+    ws = [rng.normal(size=(8, 8)) for _ in range(4)]
+    for context, m in ((None, 5), (ctx, 7)):
+        np.testing.assert_allclose(multi_head_attention(x, *ws, 2, context=context, causal=True),
+                                   multi_head_attention(x, *ws, 2, context=context, mask=causal_mask(5, m)), rtol=1e-12)

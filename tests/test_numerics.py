@@ -441,3 +441,23 @@ def test_norms_at_the_edges(dtype, name, where, eps_):
     if where == "max/2 offset":
         x = (np.float64(info.max) / 2 + base * (float(info.max) / 64)).astype(dtype)
     check_norm(name, x, eps_)
+
+
+@pytest.mark.parametrize("dtype_name, label, q, k, v, kw", EDGES, ids=[f"{e[0]}-{e[1]}" for e in EDGES])
+def test_causal_key_skipping_at_the_edges(dtype_name, label, q, k, v, kw, monkeypatch):
+    """The key-skipping path at each edge case: the query repeated once per key, causal=True,
+    one row per block, so block i computes keys 0..i only and masks none; row i must be the
+    exact attention of the query over the first i + 1 keys, within the same bound."""
+    monkeypatch.setattr(attention_module, "BLOCK_BYTES", 1)
+    m = k.shape[0]
+    rows = {name: np.repeat(val, m, axis=0) if isinstance(val, np.ndarray) else val for name, val in kw.items()}
+    with np.errstate(over="ignore", under="ignore"):
+        got = attention(np.repeat(q, m, axis=0), k, v, causal=True, **rows)
+    for i in range(m):
+        sub = {name: val[:, : i + 1] if isinstance(val, np.ndarray) else val for name, val in kw.items()}
+        ref, A, C = ref_attention(q, k[: i + 1], v[: i + 1], **sub)
+        tol = attention_tolerance(got.dtype, i + 1, A, C, ref)
+        if sub.get("reweight") is not None:
+            tol = tol + 2 * (i + 1) * tiny(got.dtype) * np.max(np.abs(v[: i + 1].astype(np.float64)), axis=0)
+        assume_representable(ref, tol, got.dtype, example=False)
+        assert_within(got[i : i + 1], ref, tol, f"causal row {i} {label}")
