@@ -14,12 +14,19 @@ document.addEventListener("DOMContentLoaded", () => {
   // aria-label ("Search" on a button reading "Search... Ctrl+K") is named by its text.
   // The colour-mode button's icons carry titles ("Light", "System Settings") that count
   // as its text; the button's own label names it, so the icons are hidden from the name.
-  // Font Awesome's script may already have turned an <i title> into <svg><title>.
-  for (const icon of document.querySelectorAll("button[aria-label] i[title], button[aria-label] svg")) {
-    icon.removeAttribute("title");
-    icon.removeAttribute("aria-labelledby");
-    icon.setAttribute("aria-hidden", "true");
-    for (const title of icon.querySelectorAll("title")) title.remove();
+  // Font Awesome's script turns each <i title> into <svg><title>, before or after this
+  // runs, so the icons are cleaned now and whenever it replaces them.
+  const untitle = (button) => {
+    for (const icon of button.querySelectorAll("i[title], svg")) {
+      icon.removeAttribute("title");
+      icon.removeAttribute("aria-labelledby");
+      icon.setAttribute("aria-hidden", "true");
+      for (const title of icon.querySelectorAll("title")) title.remove();
+    }
+  };
+  for (const button of document.querySelectorAll("button[aria-label]")) {
+    untitle(button);
+    new MutationObserver(() => untitle(button)).observe(button, {childList: true, subtree: true});
   }
   for (const el of document.querySelectorAll("button[aria-label], a[aria-label]")) {
     const text = el.innerText.replace(/\s+/g, " ").trim();
