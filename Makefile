@@ -9,13 +9,15 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: help setup book test check notebook bench mutate lab notebooks lock clean
+.PHONY: help setup book test check lint pair notebook bench mutate lab notebooks lock clean
 
 help:
 	@echo "make book       set up .venv, execute the notebooks, build the website in _build/html"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
 	@echo "make check      the fast inner loop: doctests, unit and property tests (no notebooks, no book)"
-	@echo "make notebook NB=notebooks/NAME.ipynb   refresh one notebook's outputs, then nbval-check it"
+	@echo "make lint       ruff check (configured in pyproject.toml; also run by make test)"
+	@echo "make notebook NB=notebooks/NAME.ipynb   refresh one notebook's outputs and text twin, then nbval-check it"
+	@echo "make pair       write the MyST text twin notebooks/NAME.md of every notebook (jupytext)"
 	@echo "make bench      installs torch (requirements-bench.txt), times attncore against it and its bounds:"
 	@echo "                bench/results.json, bench/tables, bench/figures, PASS/FAIL per target (a few minutes)"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
@@ -31,13 +33,28 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-setup: $(STAMP)
+# axe-core (pinned in package.json / package-lock.json), which tests/test_site.py runs
+# in every page of the built site; without npm the accessibility check skips (not in CI).
+AXE := node_modules/axe-core/axe.min.js
+$(AXE): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "npm not found: the site's accessibility check (axe-core) will skip"; exit 0; }; \
+	npm ci --no-audit --no-fund --loglevel=error && touch $(AXE)
+
+setup: $(STAMP) $(AXE)
 
 book: $(STAMP)
 	$(BIN)/python scripts/build_book.py
 
-test: $(STAMP)
+test: lint $(AXE)
 	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+# Each notebook has a text twin (MyST Markdown, no outputs) beside it, so a change to a
+# notebook reads as a diff; tests/test_notebook_files.py fails when a twin is out of date.
+pair: $(STAMP)
+	$(BIN)/jupytext --quiet --to md:myst notebooks/*.ipynb
 
 # The default addopts run nbval over the notebooks; the inner loop replaces them.
 FAST_OPTS := -o addopts="--doctest-modules --strict-markers -ra -p no:cacheprovider"
@@ -45,9 +62,21 @@ FAST_OPTS := -o addopts="--doctest-modules --strict-markers -ra -p no:cacheprovi
 check: $(STAMP)
 	$(BIN)/python -m pytest $(FAST_OPTS) attncore tests --ignore=tests/test_site.py --ignore=tests/test_book.py
 
+# Refreshing stored outputs: `jupyter execute` (nbclient) runs the notebook in place;
+# nbclient records per-cell execution timestamps and its command line has no switch to
+# stop it, so they are dropped afterwards (a refresh then changes only what the run
+# changed); then the text twin is rewritten.
+EXECUTE := $(BIN)/jupyter execute --inplace --timeout=300
+DROP_TIMESTAMPS := $(BIN)/python -c 'import sys, nbformat; \
+	nbs = {p: nbformat.read(p, as_version=4) for p in sys.argv[1:]}; \
+	[cell.metadata.pop("execution", None) for nb in nbs.values() for cell in nb.cells]; \
+	[nbformat.write(nb, p) for p, nb in nbs.items()]'
+
 notebook: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make notebook NB=notebooks/NAME.ipynb"; exit 2; }
-	$(BIN)/python scripts/run_notebooks.py $(NB)
+	$(EXECUTE) $(NB)
+	$(DROP_TIMESTAMPS) $(NB)
+	$(BIN)/jupytext --quiet --to md:myst $(NB)
 	$(BIN)/python -m pytest -o addopts="--nbval --nbval-current-env -p no:cacheprovider" $(NB)
 
 # The benchmark times attncore against PyTorch's CPU kernels: torch (requirements-bench.txt) goes
@@ -75,7 +104,9 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks
 
 notebooks: $(STAMP)
-	$(BIN)/python scripts/run_notebooks.py
+	$(EXECUTE) notebooks/*.ipynb
+	$(DROP_TIMESTAMPS) notebooks/*.ipynb
+	$(BIN)/jupytext --quiet --to md:myst notebooks/*.ipynb
 
 lock:
 	rm -rf /tmp/attncore-lock && $(PYTHON) -m venv /tmp/attncore-lock

@@ -13,7 +13,7 @@ batch axes ``...`` is allowed and the mathematics lives in the last axes.
 Axis key (the letters of the notation page, used in every docstring and
 einsum string of the package):
 
-====  =====================================================
+=====  =====================================================
 ``n``  query length (number of query tokens)
 ``m``  key / value length (number of key tokens)
 ``d``  model width
@@ -21,7 +21,7 @@ einsum string of the package):
 ``k``  query / key width per head (``d_k``)
 ``v``  value width per head (``d_v``)
 ``f``  hidden width of the feed-forward network (``d_ff``)
-====  =====================================================
+=====  =====================================================
 
 Attention is ``softmax(q k^T * scale + bias) v`` with the softmax taken over
 the last axis (the keys) and ``scale = 1 / sqrt(d_k)`` by default.  Boolean
@@ -32,7 +32,7 @@ Bad input raises ``ValueError`` (wrong shape or value) or ``TypeError`` (wrong
 kind of argument) with a short message that names the argument and the shapes.
 NaN and infinities are rejected unless documented (``-inf`` in a bias, score or
 logit means "masked"); counts must be integers, and scalars must be real numbers
-representable in the dtype they are used in (see :mod:`attncore._checks`).
+representable in the dtype they are used in (see ``attncore/_checks.py``).
 """
 
 from attncore._attention import (
@@ -133,6 +133,7 @@ __all__ = [
     "split_heads",
     "synthesizer_attention",
     "synthesizer_costs",
+    "t5_relative_bucket",
     "taylor_features",
     "toeplitz",
     "transformer_block",

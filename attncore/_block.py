@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
+from attncore._attention import multi_head_attention
 from attncore._checks import (
     as_float_array,
     check_bool,
@@ -14,13 +16,12 @@ from attncore._checks import (
     check_float_dtype,
     check_generator,
 )
-from attncore._attention import multi_head_attention
 from attncore._linear import linear
 from attncore._norms import layer_norm
 
 
-def ffn(x, w1, b1, w2, b2):
-    """The position-wise feed-forward network with a ReLU.
+def ffn(x: ArrayLike, w1: ArrayLike, b1: ArrayLike | None, w2: ArrayLike, b2: ArrayLike | None) -> np.ndarray:
+    r"""The position-wise feed-forward network with a ReLU.
 
     Parameters
     ----------
@@ -43,13 +44,22 @@ def ffn(x, w1, b1, w2, b2):
         ``b1`` ``(f,)``, ``w2`` ``(f, d)``, ``b2`` ``(d,)``) or an argument
         holds NaN or ``+-inf``.
 
+    See Also
+    --------
+    transformer_block : Where the FFN is applied.
+    linear
+
     Notes
     -----
     .. math::
 
-        \\mathrm{FFN}(x) = \\max(0,\\, x W_1 + b_1)\\, W_2 + b_2,
+        \mathrm{FFN}(x) = \max(0,\, x W_1 + b_1)\, W_2 + b_2,
 
     applied to every token separately (rows of ``x``).
+
+    References
+    ----------
+    :cite:t:`vaswani2017attention`: the transformer.
 
     Examples
     --------
@@ -105,7 +115,9 @@ class BlockParams(NamedTuple):
     beta2: Optional[np.ndarray] = None
 
 
-def init_block_params(d, d_ff, rng, *, bias=True, dtype=np.float64):
+def init_block_params(
+    d: int, d_ff: int, rng: np.random.Generator, *, bias: bool = True, dtype: DTypeLike = np.float64
+) -> BlockParams:
     """Random parameters for :func:`transformer_block`, drawn from ``rng``.
 
     Weights are normal with standard deviation ``1/sqrt(fan_in)``; biases and
@@ -132,6 +144,11 @@ def init_block_params(d, d_ff, rng, *, bias=True, dtype=np.float64):
         floating dtype (an integer dtype would truncate every weight to 0).
     ValueError
         If ``d`` or ``d_ff`` is below 1.
+
+    See Also
+    --------
+    transformer_block
+    BlockParams
     """
     d = check_count(d, "d")
     d_ff = check_count(d_ff, "d_ff")
@@ -165,8 +182,10 @@ def init_block_params(d, d_ff, rng, *, bias=True, dtype=np.float64):
     )
 
 
-def transformer_block(x, params, num_heads, *, placement="post", mask=None):
-    """One transformer block: multi-head self-attention and FFN, with residuals.
+def transformer_block(
+    x: ArrayLike, params: BlockParams, num_heads: int, *, placement: str = "post", mask: ArrayLike | None = None
+) -> np.ndarray:
+    r"""One transformer block: multi-head self-attention and FFN, with residuals.
 
     Parameters
     ----------
@@ -195,19 +214,32 @@ def transformer_block(x, params, num_heads, *, placement="post", mask=None):
         ``num_heads`` does not divide ``d``; if ``mask`` does not broadcast to
         ``(..., n, n)``.
 
+    See Also
+    --------
+    multi_head_attention
+    ffn
+    layer_norm
+    init_block_params
+
     Notes
     -----
     Post-LN (the original Transformer):
-    :math:`H = \\mathrm{LN}_1(X + \\mathrm{MHA}(X))`,
-    :math:`Y = \\mathrm{LN}_2(H + \\mathrm{FFN}(H))`.
+    :math:`H = \mathrm{LN}_1(X + \mathrm{MHA}(X))`,
+    :math:`Y = \mathrm{LN}_2(H + \mathrm{FFN}(H))`.
 
-    Pre-LN: :math:`H = X + \\mathrm{MHA}(\\mathrm{LN}_1(X))`,
-    :math:`Y = H + \\mathrm{FFN}(\\mathrm{LN}_2(H))`.
+    Pre-LN: :math:`H = X + \mathrm{MHA}(\mathrm{LN}_1(X))`,
+    :math:`Y = H + \mathrm{FFN}(\mathrm{LN}_2(H))`.
 
     Branch-LN (the layer norm closes each residual branch, the form written in
     the source document of chapter 2):
-    :math:`H = X + \\mathrm{LN}_1(\\mathrm{MHA}(X))`,
-    :math:`Y = H + \\mathrm{LN}_2(\\mathrm{FFN}(H))`.
+    :math:`H = X + \mathrm{LN}_1(\mathrm{MHA}(X))`,
+    :math:`Y = H + \mathrm{LN}_2(\mathrm{FFN}(H))`.
+
+    References
+    ----------
+    :cite:t:`vaswani2017attention`: the transformer.
+
+    :cite:t:`xiong2020layer`: post- and pre-LN placement.
 
     Examples
     --------

@@ -15,7 +15,7 @@ from attncore._checks import check_count
 STAGES = ("projections", "scores", "softmax", "weighted_sum", "output_projection", "ffn")
 
 
-def matmul_flops(a, b, c):
+def matmul_flops(a: int, b: int, c: int) -> int:
     """Scalar operations of an ``(a, b) @ (b, c)`` product: ``a c (2 b - 1)``.
 
     Each of the ``a c`` entries is a dot product of length ``b``: ``b``
@@ -28,6 +28,10 @@ def matmul_flops(a, b, c):
     ValueError
         If any of them is below 1.
 
+    See Also
+    --------
+    block_flops
+
     Examples
     --------
     >>> from attncore._cost import matmul_flops
@@ -38,7 +42,9 @@ def matmul_flops(a, b, c):
     return a * c * (2 * b - 1)
 
 
-def block_flops(n, d, *, m=None, num_heads=1, d_ff=None):
+def block_flops(
+    n: int, d: int, *, m: int | None = None, num_heads: int = 1, d_ff: int | None = None
+) -> dict[str, int]:
     """Scalar operations of each stage of a transformer block.
 
     Parameters
@@ -64,6 +70,11 @@ def block_flops(n, d, *, m=None, num_heads=1, d_ff=None):
         If a size is not an integer (floats, bools and strings are not sizes).
     ValueError
         If a size is below 1 or ``num_heads`` does not divide ``d``.
+
+    See Also
+    --------
+    matmul_flops
+    transformer_block : The block it counts.
 
     Notes
     -----

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+from numpy.typing import ArrayLike
+
 from attncore._checks import as_float_array, check_fits
 
 
-def linear(x, w, b=None, *, name="w"):
+def linear(x: ArrayLike, w: ArrayLike, b: ArrayLike | None = None, *, name: str = "w") -> np.ndarray:
     """Apply the same affine map to every token: ``x @ w + b``.
 
     Parameters
@@ -32,6 +35,11 @@ def linear(x, w, b=None, *, name="w"):
         If a shape does not match (``x`` not ``(..., n, d)``, ``w`` not
         ``(d, e)``, ``b`` not ``(e,)``); if any of them holds NaN or
         ``+-inf``; if a float64 ``b`` does not fit the dtype of ``x @ w``.
+
+    See Also
+    --------
+    ffn
+    permute_tokens : A linear layer commutes with it.
 
     Notes
     -----

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from attncore._checks import check_count
 
 
-def causal_mask(n, m=None):
+def causal_mask(n: int, m: int | None = None) -> np.ndarray:
     """The causal mask: query ``i`` may attend key ``j`` exactly when ``j <= i``.
 
     Parameters
@@ -30,12 +29,21 @@ def causal_mask(n, m=None):
     ValueError
         If ``n`` or ``m`` is below 1.
 
+    See Also
+    --------
+    attention : Takes the mask as ``mask=``.
+    softmax
+
     Notes
     -----
     Rows and columns are aligned at the top left, as in PyTorch's
     ``scaled_dot_product_attention(is_causal=True)``: query ``i`` and key ``i``
     sit at the same position.  With ``m > n`` the keys past ``n - 1`` are never
     visible; with ``n > m`` the last queries see every key.
+
+    References
+    ----------
+    :cite:t:`vaswani2017attention`: the transformer.
 
     Examples
     --------

@@ -25,6 +25,7 @@ subnormal inputs to inputs near the largest float (``tests/test_numerics.py``).
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attncore._checks import as_float_array, check_fits, check_real
 from attncore._softmax import compute_dtype
@@ -40,8 +41,10 @@ REDUCED_AXES = {
 }
 
 
-def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
-    """Layer normalisation over the features of each token.
+def layer_norm(
+    x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | None = None, *, eps: float = 1e-5
+) -> np.ndarray:
+    r"""Layer normalisation over the features of each token.
 
     Parameters
     ----------
@@ -68,12 +71,22 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
         if a float64 ``gamma`` or ``beta`` overflows the compute dtype
         (float32 for float16 ``x``).
 
+    See Also
+    --------
+    rms_norm : Without centring.
+    instance_norm
+    batch_norm
+
     Notes
     -----
     .. math::
 
-        \\mathrm{LN}(x) = \\gamma \\odot \\frac{x - \\mu}{\\sqrt{\\sigma^2 + \\epsilon}} + \\beta,
-        \\qquad \\mu = \\tfrac1d \\sum_j x_j,\\quad \\sigma^2 = \\tfrac1d \\sum_j (x_j - \\mu)^2 .
+        \mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} + \beta,
+        \qquad \mu = \tfrac1d \sum_j x_j,\quad \sigma^2 = \tfrac1d \sum_j (x_j - \mu)^2 .
+
+    References
+    ----------
+    :cite:t:`ba2016layer`: layer normalisation.
 
     Examples
     --------
@@ -94,8 +107,8 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
     return _affine(_standardize(x, (-1,), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
-def rms_norm(x, gamma=None, *, eps=1e-6):
-    """Root-mean-square normalisation over the features of each token.
+def rms_norm(x: ArrayLike, gamma: ArrayLike | None = None, *, eps: float = 1e-6) -> np.ndarray:
+    r"""Root-mean-square normalisation over the features of each token.
 
     Parameters
     ----------
@@ -122,13 +135,21 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
         if a float64 ``gamma`` or ``beta`` overflows the compute dtype
         (float32 for float16 ``x``).
 
+    See Also
+    --------
+    layer_norm
+
     Notes
     -----
     .. math::
 
-        \\mathrm{RMSNorm}(x) = \\gamma \\odot \\frac{x}{\\sqrt{\\tfrac1d \\sum_j x_j^2 + \\epsilon}} .
+        \mathrm{RMSNorm}(x) = \gamma \odot \frac{x}{\sqrt{\tfrac1d \sum_j x_j^2 + \epsilon}} .
 
     Unlike layer normalisation, the mean is not subtracted.
+
+    References
+    ----------
+    :cite:t:`zhang2019root`: RMSNorm.
 
     Examples
     --------
@@ -144,8 +165,10 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
     return _affine(_standardize(x, (-1,), eps, centre=False), gamma, None).astype(x.dtype, copy=False)
 
 
-def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
-    """Instance normalisation: each feature of each sequence over its tokens.
+def instance_norm(
+    x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | None = None, *, eps: float = 1e-5
+) -> np.ndarray:
+    r"""Instance normalisation: each feature of each sequence over its tokens.
 
     Parameters
     ----------
@@ -170,11 +193,20 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
         if a float64 ``gamma`` or ``beta`` overflows the compute dtype
         (float32 for float16 ``x``).
 
+    See Also
+    --------
+    layer_norm
+    batch_norm
+
     Notes
     -----
-    The statistics :math:`\\mu_{c}, \\sigma^2_{c}` of feature ``c`` are taken over
+    The statistics :math:`\mu_{c}, \sigma^2_{c}` of feature ``c`` are taken over
     the ``n`` tokens of one sequence (axis ``-2``); then
-    :math:`y_{ic} = \\gamma_c (x_{ic} - \\mu_c)/\\sqrt{\\sigma_c^2 + \\epsilon} + \\beta_c`.
+    :math:`y_{ic} = \gamma_c (x_{ic} - \mu_c)/\sqrt{\sigma_c^2 + \epsilon} + \beta_c`.
+
+    References
+    ----------
+    :cite:t:`ulyanov2016instance`: instance normalisation.
 
     Examples
     --------
@@ -193,8 +225,10 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
     return _affine(_standardize(x, (-2,), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
-def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
-    """Batch normalisation with training-mode statistics, per feature.
+def batch_norm(
+    x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | None = None, *, eps: float = 1e-5
+) -> np.ndarray:
+    r"""Batch normalisation with training-mode statistics, per feature.
 
     Parameters
     ----------
@@ -221,12 +255,21 @@ def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
         if a float64 ``gamma`` or ``beta`` overflows the compute dtype
         (float32 for float16 ``x``).
 
+    See Also
+    --------
+    layer_norm
+    instance_norm
+
     Notes
     -----
-    :math:`y = \\gamma \\odot (x - \\mu)/\\sqrt{\\sigma^2 + \\epsilon} + \\beta` with
-    :math:`\\mu, \\sigma^2 \\in \\mathbb{R}^d` over every axis but the last.  These
+    :math:`y = \gamma \odot (x - \mu)/\sqrt{\sigma^2 + \epsilon} + \beta` with
+    :math:`\mu, \sigma^2 \in \mathbb{R}^d` over every axis but the last.  These
     are the statistics of training mode; at inference a trained network uses
     running averages instead, and then the layer acts on each token alone.
+
+    References
+    ----------
+    :cite:t:`ioffe2015batch`: batch normalisation.
 
     Examples
     --------

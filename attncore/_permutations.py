@@ -10,6 +10,7 @@ acts on the left).
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attncore._checks import as_float_array
 
@@ -39,8 +40,8 @@ def _check_permutation(perm):
     return arr.astype(np.intp, copy=False)
 
 
-def permutation_matrix(perm):
-    """The matrix ``P`` with ``P @ x == x[perm]``.
+def permutation_matrix(perm: ArrayLike) -> np.ndarray:
+    r"""The matrix ``P`` with ``P @ x == x[perm]``.
 
     Parameters
     ----------
@@ -59,10 +60,15 @@ def permutation_matrix(perm):
     ValueError
         If ``perm`` is not 1-d or does not hold each of ``0, ..., n-1`` exactly once.
 
+    See Also
+    --------
+    inverse_permutation
+    permute_tokens
+
     Notes
     -----
     Every row and every column of ``P`` holds exactly one 1, so
-    :math:`P P^{\\top} = P^{\\top} P = I`: the inverse of a permutation matrix is
+    :math:`P P^{\top} = P^{\top} P = I`: the inverse of a permutation matrix is
     its transpose.
 
     Examples
@@ -84,7 +90,7 @@ def permutation_matrix(perm):
     return p
 
 
-def inverse_permutation(perm):
+def inverse_permutation(perm: ArrayLike) -> np.ndarray:
     """The index array ``inv`` with ``x[perm][inv] == x``.
 
     Parameters
@@ -103,6 +109,11 @@ def inverse_permutation(perm):
     ValueError
         If ``perm`` is not 1-d or does not hold each of ``0, ..., n-1`` exactly once.
 
+    See Also
+    --------
+    permutation_matrix
+    permute_tokens
+
     Examples
     --------
     >>> from attncore import inverse_permutation
@@ -115,7 +126,7 @@ def inverse_permutation(perm):
     return inv
 
 
-def permute_tokens(x, perm):
+def permute_tokens(x: ArrayLike, perm: ArrayLike) -> np.ndarray:
     """Reorder the tokens (axis ``-2``) of ``x``: ``x[..., perm, :]``.
 
     Parameters
@@ -137,6 +148,11 @@ def permute_tokens(x, perm):
     ValueError
         If ``perm`` is not a permutation, ``x`` does not have ``n`` tokens on
         axis ``-2``, or ``x`` holds NaN or ``+-inf``.
+
+    See Also
+    --------
+    permutation_matrix
+    inverse_permutation
 
     Examples
     --------

@@ -16,8 +16,10 @@ Relative positions are always ``key position - query position`` (``j - i``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attncore._checks import (
     as_float_array,
@@ -31,8 +33,8 @@ from attncore._checks import (
 ROPE_CONVENTIONS = ("interleaved", "half")
 
 
-def sinusoidal_encoding(n, d, *, base=10000.0):
-    """The sinusoidal absolute position encoding of the original Transformer.
+def sinusoidal_encoding(n: int, d: int, *, base: float = 10000.0) -> np.ndarray:
+    r"""The sinusoidal absolute position encoding of the original Transformer.
 
     Parameters
     ----------
@@ -56,17 +58,26 @@ def sinusoidal_encoding(n, d, *, base=10000.0):
     ValueError
         If ``n < 0``, ``d < 1``, or ``base`` is not finite and ``> 0``.
 
+    See Also
+    --------
+    rope : Rotary position encoding.
+    relative_bias
+
     Notes
     -----
-    With frequencies :math:`\\omega_i = \\mathrm{base}^{-2i/d}`,
+    With frequencies :math:`\omega_i = \mathrm{base}^{-2i/d}`,
 
     .. math::
 
-        \\mathrm{PE}[p, 2i] = \\sin(p\\,\\omega_i), \\qquad
-        \\mathrm{PE}[p, 2i + 1] = \\cos(p\\,\\omega_i).
+        \mathrm{PE}[p, 2i] = \sin(p\,\omega_i), \qquad
+        \mathrm{PE}[p, 2i + 1] = \cos(p\,\omega_i).
 
     For even ``d``, ``PE[p] . PE[r] = sum_i cos((r - p) omega_i)`` depends on
     ``r - p`` only, and each row has squared norm ``d / 2``.
+
+    References
+    ----------
+    :cite:t:`vaswani2017attention`: the transformer.
 
     Examples
     --------
@@ -92,7 +103,7 @@ def sinusoidal_encoding(n, d, *, base=10000.0):
     return pe[:, :d]  # (n, d)
 
 
-def rope_frequencies(d, *, base=10000.0):
+def rope_frequencies(d: int, *, base: float = 10000.0) -> np.ndarray:
     """The rotation frequencies ``theta_i = base ** (-2 i / d)`` of RoPE.
 
     Parameters
@@ -112,6 +123,15 @@ def rope_frequencies(d, *, base=10000.0):
     ValueError
         If ``d`` is not even and ``>= 2``, or ``base`` is not finite and ``> 0``.
 
+    References
+    ----------
+    :cite:t:`su2024roformer`: RoFormer: rotary position embedding.
+
+    See Also
+    --------
+    rope
+    sinusoidal_encoding
+
     Examples
     --------
     >>> from attncore._positional import rope_frequencies
@@ -125,8 +145,10 @@ def rope_frequencies(d, *, base=10000.0):
     return base ** (-2.0 * np.arange(d // 2) / d)
 
 
-def rope(x, positions=None, *, base=10000.0, convention="interleaved"):
-    """Rotary position embedding: rotate feature pairs by position-dependent angles.
+def rope(
+    x: ArrayLike, positions: ArrayLike | None = None, *, base: float = 10000.0, convention: str = "interleaved"
+) -> np.ndarray:
+    r"""Rotary position embedding: rotate feature pairs by position-dependent angles.
 
     Parameters
     ----------
@@ -158,24 +180,33 @@ def rope(x, positions=None, *, base=10000.0, convention="interleaved"):
         ``+-inf``; if ``base`` is not finite and ``> 0``; if ``convention`` is
         not one of the two.
 
+    See Also
+    --------
+    rope_frequencies
+    rope_permutation : Between the two conventions.
+
     Notes
     -----
     Each pair :math:`(a, b)` of a row at position :math:`p` is rotated by the
-    angle :math:`p\\,\\theta_i`:
+    angle :math:`p\,\theta_i`:
 
     .. math::
 
-        (a, b) \\mapsto (a\\cos p\\theta_i - b\\sin p\\theta_i,\\;
-                          a\\sin p\\theta_i + b\\cos p\\theta_i).
+        (a, b) \mapsto (a\cos p\theta_i - b\sin p\theta_i,\;
+                          a\sin p\theta_i + b\cos p\theta_i).
 
     With rows acting on the right, ``rope(x)[p] = x[p] R_p`` for the block
-    diagonal :math:`R_p` of :math:`2\\times2` blocks
-    :math:`\\begin{pmatrix}\\cos p\\theta_i & \\sin p\\theta_i\\\\
-    -\\sin p\\theta_i & \\cos p\\theta_i\\end{pmatrix}`. Rotations are
-    orthogonal and :math:`R_p R_r^{\\top} = R_{r-p}^{\\top}`, so
-    :math:`(q R_p)(k R_r)^{\\top} = q R_{r-p}^{\\top} k^{\\top}` depends on the
+    diagonal :math:`R_p` of :math:`2\times2` blocks
+    :math:`\begin{pmatrix}\cos p\theta_i & \sin p\theta_i\\
+    -\sin p\theta_i & \cos p\theta_i\end{pmatrix}`. Rotations are
+    orthogonal and :math:`R_p R_r^{\top} = R_{r-p}^{\top}`, so
+    :math:`(q R_p)(k R_r)^{\top} = q R_{r-p}^{\top} k^{\top}` depends on the
     positions only through :math:`r - p`.  The two conventions
     are the same map up to a fixed permutation of the features.
+
+    References
+    ----------
+    :cite:t:`su2024roformer`: RoFormer: rotary position embedding.
 
     Examples
     --------
@@ -220,7 +251,7 @@ def rope(x, positions=None, *, base=10000.0, convention="interleaved"):
     return out  # (..., n, d)
 
 
-def rope_permutation(d):
+def rope_permutation(d: int) -> np.ndarray:
     """The feature permutation that turns the interleaved layout into the half layout.
 
     Parameters
@@ -242,6 +273,14 @@ def rope_permutation(d):
     ValueError
         If ``d`` is negative or odd.
 
+    References
+    ----------
+    :cite:t:`su2024roformer`: RoFormer: rotary position embedding.
+
+    See Also
+    --------
+    rope
+
     Examples
     --------
     >>> import numpy as np
@@ -259,8 +298,10 @@ def rope_permutation(d):
     return np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)]).astype(np.intp)
 
 
-def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32, max_distance=128):
-    """The bucket of each relative position, as in T5's released implementation.
+def t5_relative_bucket(
+    relative_position: ArrayLike, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+) -> np.ndarray:
+    r"""The bucket of each relative position, as in T5's released implementation.
 
     Parameters
     ----------
@@ -290,25 +331,33 @@ def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32,
         2 causal) or ``max_distance`` is not larger than the number of exact
         buckets; if ``relative_position`` lies outside the int64 range.
 
+    See Also
+    --------
+    relative_bias : Turns a bucket table into a bias.
+
     Notes
     -----
-    Let :math:`\\nu = -(j - i) = i - j` (how far back the key is).  With
+    Let :math:`\nu = -(j - i) = i - j` (how far back the key is).  With
     ``bidirectional``, ``num_buckets`` is halved to :math:`N`, keys after the
-    query (:math:`\\nu < 0`) are offset by :math:`N` and :math:`\\nu` becomes
-    :math:`|\\nu|`; otherwise :math:`\\nu \\leftarrow \\max(\\nu, 0)`.  With
-    :math:`E = \\lfloor N/2 \\rfloor` exact buckets,
+    query (:math:`\nu < 0`) are offset by :math:`N` and :math:`\nu` becomes
+    :math:`|\nu|`; otherwise :math:`\nu \leftarrow \max(\nu, 0)`.  With
+    :math:`E = \lfloor N/2 \rfloor` exact buckets,
 
     .. math::
 
-        \\mathrm{bucket}(\\nu) = \\begin{cases}
-          \\nu & \\nu < E, \\\\
-          \\min\\!\\Big(N - 1,\\; E + \\Big\\lfloor
-          \\frac{\\log(\\nu / E)}{\\log(\\mathrm{max\\_distance}/E)}\\,(N - E)
-          \\Big\\rfloor\\Big) & \\nu \\ge E,
-        \\end{cases}
+        \mathrm{bucket}(\nu) = \begin{cases}
+          \nu & \nu < E, \\
+          \min\!\Big(N - 1,\; E + \Big\lfloor
+          \frac{\log(\nu / E)}{\log(\mathrm{max\_distance}/E)}\,(N - E)
+          \Big\rfloor\Big) & \nu \ge E,
+        \end{cases}
 
     the logarithm evaluated in float32 as in the reference code (Raffel et
     al., 2020, ``_relative_position_bucket`` of Mesh TensorFlow).
+
+    References
+    ----------
+    :cite:t:`raffel2020t5`: T5's relative position buckets.
 
     Examples
     --------
@@ -361,8 +410,8 @@ def t5_relative_bucket(relative_position, *, bidirectional=True, num_buckets=32,
     return ret + np.where(is_small, nu, large)
 
 
-def alibi_slopes(num_heads):
-    """The per-head slopes of ALiBi, for any number of heads.
+def alibi_slopes(num_heads: int) -> np.ndarray:
+    r"""The per-head slopes of ALiBi, for any number of heads.
 
     Parameters
     ----------
@@ -381,15 +430,23 @@ def alibi_slopes(num_heads):
     ValueError
         If ``num_heads < 1``.
 
+    See Also
+    --------
+    relative_bias
+
     Notes
     -----
     For :math:`h = 2^a` heads the slopes are the geometric sequence
-    :math:`s_t = 2^{-8(t+1)/h}`, :math:`t = 0, \\dots, h-1`.  Otherwise, with
-    :math:`c = 2^{\\lfloor \\log_2 h \\rfloor}`, the slopes are those of
+    :math:`s_t = 2^{-8(t+1)/h}`, :math:`t = 0, \dots, h-1`.  Otherwise, with
+    :math:`c = 2^{\lfloor \log_2 h \rfloor}`, the slopes are those of
     :math:`c` heads followed by the first :math:`h - c` slopes of
     :math:`2c` heads at even indices (``[0::2]``), i.e. the odd powers
     :math:`2^{-8(2t+1)/(2c)}` that fall between the first ones (Press et al.,
     2022, and their released code).
+
+    References
+    ----------
+    :cite:t:`press2022train`: ALiBi: linear biases and their slopes.
 
     Examples
     --------
@@ -410,7 +467,7 @@ def alibi_slopes(num_heads):
     return np.concatenate([power_of_two(c), power_of_two(2 * c)[0::2][: h - c]])
 
 
-def relative_bias(n, m, table_or_fn):
+def relative_bias(n: int, m: int, table_or_fn: ArrayLike | Callable[[np.ndarray], ArrayLike]) -> np.ndarray:
     """The bias matrix ``B[..., i, j] = f(j - i)`` of a relative position scheme.
 
     Parameters
@@ -441,10 +498,23 @@ def relative_bias(n, m, table_or_fn):
         or the function's result not ``(..., n, m)``; if either holds NaN or
         ``+inf``.
 
+    See Also
+    --------
+    t5_relative_bucket
+    alibi_slopes
+    toeplitz
+    attention : Takes the bias as ``bias=``.
+
     Notes
     -----
     :math:`B_{ij} = f(j - i)`: ``B`` is constant along each diagonal (a
     Toeplitz matrix), which is what makes the scheme relative.
+
+    References
+    ----------
+    :cite:t:`shaw2018self`: relative position representations.
+
+    :cite:t:`raffel2020t5`: T5's relative position buckets.
 
     Examples
     --------

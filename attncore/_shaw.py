@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-
 import numpy as np
+from numpy.typing import ArrayLike
 
-from attncore._checks import as_float_array, check_choice, check_count, check_real
 from attncore._attention import attention_weights
+from attncore._checks import as_float_array, check_choice, check_count, check_real
 from attncore._softmax import NORMALIZERS
 
 
-def shaw_relative_embeddings(n, m, table):
+def shaw_relative_embeddings(n: int, m: int, table: ArrayLike) -> np.ndarray:
     """The relative embeddings ``a[i, j] = w[clip(j - i, -K, K)]`` of Shaw et al. (2018).
 
     Parameters
@@ -37,10 +37,18 @@ def shaw_relative_embeddings(n, m, table):
         If ``n`` or ``m`` is below 1, or ``table`` is not 2-d with an odd
         number of rows, or holds NaN or ``+-inf``.
 
+    See Also
+    --------
+    shaw_attention
+
     Notes
     -----
     Offsets beyond the clipping distance ``K`` share the embedding of
     ``+K`` or ``-K``; the embedding depends on ``j - i`` only.
+
+    References
+    ----------
+    :cite:t:`shaw2018self`: relative position representations.
 
     Examples
     --------
@@ -62,8 +70,18 @@ def shaw_relative_embeddings(n, m, table):
     return table[np.clip(offsets, -k_max, k_max) + k_max]  # (n, m, k)
 
 
-def shaw_attention(q, k, v, rel_k, rel_v, *, mask=None, scale=None, normalize="softmax"):
-    """Self-attention with relative position representations (Shaw et al., 2018).
+def shaw_attention(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    rel_k: ArrayLike,
+    rel_v: ArrayLike,
+    *,
+    mask: ArrayLike | None = None,
+    scale: float | None = None,
+    normalize: str = "softmax",
+) -> np.ndarray:
+    r"""Self-attention with relative position representations (Shaw et al., 2018).
 
     Parameters
     ----------
@@ -76,8 +94,8 @@ def shaw_attention(q, k, v, rel_k, rel_v, *, mask=None, scale=None, normalize="s
         ``a^V[i, j]``, added to value ``j`` when query ``i`` averages it.
     mask, scale, normalize
         As in :func:`attncore.attention_weights`; ``normalize`` chooses the
-        map from the scores :math:`e_{i\\cdot}` to the weights
-        :math:`\\alpha_{i\\cdot}` (``"softmax"``, ``"l2"``, ``"relu2"`` or
+        map from the scores :math:`e_{i\cdot}` to the weights
+        :math:`\alpha_{i\cdot}` (``"softmax"``, ``"l2"``, ``"relu2"`` or
         ``"none"``).
 
     Returns
@@ -96,22 +114,33 @@ def shaw_attention(q, k, v, rel_k, rel_v, *, mask=None, scale=None, normalize="s
         is not one of :data:`attncore.NORMALIZERS`; if ``mask`` does not
         broadcast to ``(..., n, m)``.
 
+    See Also
+    --------
+    shaw_relative_embeddings
+    attention
+
     Notes
     -----
     .. math::
 
-        e_{ij} = s\\, q_i \\cdot (k_j + a^K_{ij}), \\qquad
-        \\alpha_{i\\cdot} = \\mathrm{softmax}(e_{i\\cdot}), \\qquad
-        z_i = \\sum_j \\alpha_{ij}\\,(v_j + a^V_{ij}),
+        e_{ij} = s\, q_i \cdot (k_j + a^K_{ij}), \qquad
+        \alpha_{i\cdot} = \mathrm{softmax}(e_{i\cdot}), \qquad
+        z_i = \sum_j \alpha_{ij}\,(v_j + a^V_{ij}),
 
-    with :math:`s = 1/\\sqrt{d_k}` and
-    :math:`a^K_{ij} = w^K_{\\mathrm{clip}(j - i, -K, K)}`,
-    :math:`a^V_{ij} = w^V_{\\mathrm{clip}(j - i, -K, K)}`
+    with :math:`s = 1/\sqrt{d_k}` and
+    :math:`a^K_{ij} = w^K_{\mathrm{clip}(j - i, -K, K)}`,
+    :math:`a^V_{ij} = w^V_{\mathrm{clip}(j - i, -K, K)}`
     (:func:`shaw_relative_embeddings`).  The softmax shown is the default;
     another ``normalize`` replaces it, row by row, by that normaliser, and
     the output formula is unchanged.  The value term :math:`a^V` is what
     sets this scheme apart: position enters the output outside the weights, so
     identical values do not give identical outputs.
+
+    References
+    ----------
+    :cite:t:`shaw2018self`: relative position representations.
+
+    :cite:t:`hua2022transformer`: GAU, whose attention normalises with ``relu(s)**2 / m`` (``normalize="relu2"``).
 
     Examples
     --------

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attncore._checks import as_float_array, check_axis, check_mask, check_real
 
 
-def compute_dtype(*arrays):
+def compute_dtype(*arrays: np.ndarray) -> np.dtype:
     """The dtype ``attncore`` computes in for these floating arrays: at least float32.
 
     float16 has 5 exponent bits: ``exp(12)``, a sum of squares of numbers near
@@ -23,8 +24,10 @@ def compute_dtype(*arrays):
     return np.result_type(*arrays, np.float32)
 
 
-def softmax(x, axis=-1, *, temperature=1.0, mask=None):
-    """Softmax of ``x`` along ``axis``, with an optional temperature and mask.
+def softmax(
+    x: ArrayLike, axis: int = -1, *, temperature: float = 1.0, mask: ArrayLike | None = None
+) -> np.ndarray:
+    r"""Softmax of ``x`` along ``axis``, with an optional temperature and mask.
 
     Parameters
     ----------
@@ -62,12 +65,17 @@ def softmax(x, axis=-1, *, temperature=1.0, mask=None):
         or it or its reciprocal is 0 or ``inf`` in the compute dtype; if
         ``mask`` does not broadcast to the shape of ``x``.
 
+    See Also
+    --------
+    attention_weights : Softmax of scaled scores, the attention matrix.
+    compute_dtype : The dtype the computation runs in.
+
     Notes
     -----
     .. math::
 
-        \\mathrm{softmax}(x)_j = \\frac{\\exp((x_j - c)/T)}{\\sum_{l} \\exp((x_l - c)/T)},
-        \\qquad c = \\max_l x_l .
+        \mathrm{softmax}(x)_j = \frac{\exp((x_j - c)/T)}{\sum_{l} \exp((x_l - c)/T)},
+        \qquad c = \max_l x_l .
 
     Subtracting the maximum ``c`` changes nothing (shift invariance, the
     first theorem of the course) and makes every exponent ``<= 0``, so nothing

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attncore._checks import as_float_array
 
 
-def toeplitz(diagonals):
-    """The square Toeplitz matrix with the given ``2n - 1`` diagonals.
+def toeplitz(diagonals: ArrayLike) -> np.ndarray:
+    r"""The square Toeplitz matrix with the given ``2n - 1`` diagonals.
 
     Parameters
     ----------
@@ -30,11 +31,19 @@ def toeplitz(diagonals):
         If ``diagonals`` is 0-d, has an even length on its last axis, or holds
         NaN or ``+-inf``.
 
+    See Also
+    --------
+    relative_bias
+
     Notes
     -----
     A Toeplitz matrix is constant along every diagonal, :math:`T_{ij} = c_{j-i}`,
     so multiplying by it is a convolution over positions.  URPE re-weights
-    attention with one, :math:`(A \\odot C)V`.
+    attention with one, :math:`(A \odot C)V`.
+
+    References
+    ----------
+    :cite:t:`luo2022your`: URPE: attention weights multiplied by a Toeplitz matrix.
 
     Examples
     --------

@@ -55,12 +55,12 @@ _BUILDS: list[BookBuild] = []
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Report what the book build cost: its time and each notebook's execution time."""
+    """Report what the book build cost."""
     for build in _BUILDS:
         lines = build.output.splitlines()
         start = next((i for i, line in enumerate(lines) if line.startswith("book build:")), None)
         if start is not None:
             terminalreporter.section("book build")
             for line in lines[start:]:
-                if line.startswith(("book build:", "notebook execution", "  ")):
+                if line.startswith("book build:"):
                     terminalreporter.write_line(line)

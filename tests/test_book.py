@@ -2,8 +2,8 @@
 
 The session fixture ``book_build`` (tests/conftest.py) runs scripts/build_book.py,
 the same command as `make book`: jupyter-book with -W (warnings are errors),
--n (every reference must resolve) and --keep-going, executing every notebook
-(served from the execution cache when unchanged).
+-n (every reference must resolve) and --keep-going, showing the notebooks'
+stored outputs (nbval checks them; the build does not execute the notebooks).
 """
 
 import pytest

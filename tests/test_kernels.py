@@ -307,7 +307,7 @@ def test_exp_limit_features_are_not_positive_but_even_power_kernel_is():
 def test_odd_taylor_order_makes_negative_weights_even_does_not():
     q, k = np.array([[2.0, 0.0]]), np.array([[2.0, 0.0], [-2.0, 0.0]])  # q.k = 4 and -4
     for order in range(1, 8):
-        a = linear_attention_weights(q, k, lambda x: taylor_features(x, order))
+        a = linear_attention_weights(q, k, lambda x, order=order: taylor_features(x, order))
         assert (np.min(a) < 0) == (order % 2 == 1)
 
 
@@ -316,7 +316,7 @@ def test_linear_attention_rank_at_most_feature_dimension():
     q, k = rng.normal(size=(2, 40, 4)) * 0.5
     for m in (1, 3, 7, 15):
         w = gaussian_features(m, 4, rng)
-        a = linear_attention_weights(q, k, lambda x: positive_random_features(x, w))
+        a = linear_attention_weights(q, k, lambda x, w=w: positive_random_features(x, w))
         assert np.linalg.matrix_rank(a) <= m
     a = linear_attention_weights(q, k, lambda x: taylor_features(x, 1))  # D = 1 + 4
     assert np.linalg.matrix_rank(a) <= 5

@@ -18,3 +18,25 @@ def test_no_execution_timestamps(path):
         f"{path.name}: cells {stamped} store execution timestamps; refresh with "
         f"`make notebook NB=notebooks/{path.name}`, which drops them"
     )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_text_twin_is_in_sync(path):
+    """Each notebook's MyST text twin (jupytext) says what the notebook's cells say.
+
+    Reviewers read the twin's diff; a twin that lags behind its notebook would
+    show them something other than what runs.
+    """
+    import jupytext
+
+    twin = path.with_suffix(".md")
+    expected = jupytext.writes(jupytext.read(path), fmt="md:myst")
+    assert twin.is_file(), f"{twin.name} is missing; run `make pair`"
+    assert twin.read_text(encoding="utf-8") == expected, (
+        f"{twin.name} is out of date with {path.name}; run `make pair`"
+    )
+
+
+def test_every_text_twin_has_a_notebook():
+    orphans = [p.name for p in (ROOT / "notebooks").glob("*.md") if not p.with_suffix(".ipynb").is_file()]
+    assert not orphans, f"text twins without a notebook: {orphans}"

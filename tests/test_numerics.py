@@ -368,7 +368,7 @@ def test_old_fast_path_is_rejected(monkeypatch):
     """The edge cases above fail with the old rule (they are evidence that can fail)."""
     monkeypatch.setattr(attention_module, "_plan", old_plan)
     failures = 0
-    for _, label, q, k, v, kw in EDGES:
+    for _, _label, q, k, v, kw in EDGES:
         try:
             with np.errstate(all="ignore"):
                 check_attention(q, k, v, example=False, **kw)

@@ -7,9 +7,11 @@ Two kinds of checks over every HTML page of ``_build/html``:
   image from another host, and every chapter links to its notebooks and back;
 * in a real browser (Debian's chromium driven by Playwright, against the site
   served on 127.0.0.1): no console errors, MathJax typesets without errors and
-  leaves no raw TeX, every image loads, no request leaves 127.0.0.1, and the
-  search finds the chapters.  Without a browser these tests skip, except when
-  the CI environment variable is set, where a missing browser is a failure.
+  leaves no raw TeX, every image loads, no request leaves 127.0.0.1, axe-core
+  finds no violation of the WCAG 2 A/AA rules (axe-core is pinned in
+  package.json; `make setup` installs it with npm), and the search finds the
+  chapters.  Without a browser (or axe-core) these tests skip, except when the
+  CI environment variable is set, where a missing browser is a failure.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+# Every WCAG 2.0, 2.1 and 2.2 success criterion of levels A and AA that axe-core checks.
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
 SEARCH_EXPECTATIONS = {
     "permutation": "book/permutation_symmetry.html",
     "RoPE": "book/transformer_fundamentals.html",
@@ -256,7 +261,28 @@ async () => {
 """
 
 
+AXE_RUN_JS = """
+async (tags) => {
+  const result = await axe.run(document, {runOnly: {type: 'tag', values: tags}});
+  return result.violations.map((v) => ({
+    id: v.id, impact: v.impact, count: v.nodes.length,
+    targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')),
+  }));
+}
+"""
+
+
+def axe_available() -> bool:
+    if AXE.is_file():
+        return True
+    message = f"axe-core is not installed ({AXE.relative_to(ROOT)}); `make setup` installs it (npm ci)"
+    if os.environ.get("CI"):
+        pytest.fail(message + " and CI is set")
+    pytest.skip(message)
+
+
 def test_every_page_renders_cleanly_in_a_browser(site, server, browser):
+    axe_available()
     context = browser.new_context()
     leaving, problems, checked = [], [], 0
 
@@ -278,7 +304,7 @@ def test_every_page_renders_cleanly_in_a_browser(site, server, browser):
         errors.clear()
         page.goto(server + rel, wait_until="load")
         if is_redirect(path):  # the root index.html forwards to book/index.html
-            page.wait_for_url(lambda url: url != server + rel)
+            page.wait_for_url(lambda url, rel=rel: url != server + rel)
             page.wait_for_load_state("load")
         report = page.evaluate(PAGE_REPORT_JS)
         checked += 1
@@ -293,6 +319,9 @@ def test_every_page_renders_cleanly_in_a_browser(site, server, browser):
                 problems.append(f"{rel}: image did not load: {img['src']}")
             if not (img["alt"] or "").strip():
                 problems.append(f"{rel}: image without alt text: {img['src']}")
+        page.add_script_tag(path=str(AXE))
+        for v in page.evaluate(AXE_RUN_JS, AXE_TAGS):
+            problems.append(f"{rel}: axe {v['id']} ({v['impact']}) on {v['count']} elements, e.g. {v['targets']}")
     context.close()
     assert checked == len(pages(site))
     assert not leaving, f"requests left 127.0.0.1: {sorted(set(leaving))[:10]}"

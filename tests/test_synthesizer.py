@@ -181,7 +181,7 @@ def test_factorized_dense_dependence_by_perturbation(tiling, seed, ab):
     y = x.copy()
     y[t] += 1.0
     for form in FORMS:
-        def scores(z):
+        def scores(z, form=form):
             fa = dense_features(z, *wa, b1=big)
             fb = dense_features(z, *wb, b1=big)
             return factorized_dense_scores(fa, fb, tiling=tiling, form=form)

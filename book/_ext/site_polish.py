@@ -1,121 +1,33 @@
 """Small fixes to what the reader's browser receives, and links into the API reference.
 
-* Scripts that two extensions both register are emitted once.  (Jupyter Book
-  sets up sphinx-thebe in a way that adds its inline configuration script twice,
+* Scripts that two extensions both register are emitted once.  (Jupyter Book 1
+  sets up sphinx-thebe so that its inline configuration script is added twice,
   and the second ``const THEBE_JS_URL`` is a console error on every page.)
 * MathJax is loaded on every page, since the navigation of every page shows
   chapter and section titles, some with math.
-* The theme gets an explicit colour mode: with none, the page's first script
-  stores an empty mode and the theme logs "Got invalid theme mode" on a
-  reader's first visit.
-* The ``attncore-api`` directive writes the API reference from the package
-  itself: every public function and class of every module, documented from its
-  docstring, under its public name (``attncore.softmax`` when the package
-  exports it, ``attncore.<module>.<name>`` otherwise).
-* Inline code naming a public function of attncore (``attncore.softmax`` or
-  ``attncore.linear_attention``) becomes a link to its entry in the API
-  reference, so every page that uses a function links to it without anyone
-  writing the link by hand.  A name with no entry is a build warning (and so
-  an error), which catches typos.
+* Inline code naming an attncore object (``attncore.softmax``, or a public
+  name written as a call, ``rope(x)``, or with an underscore,
+  ``linear_attention``) becomes a link to its entry in the API reference
+  (book/appendix/api.rst, autodoc over ``attncore.__all__``).  A name with no
+  entry is a build warning, and so an error: a misspelt name fails the build.
+* A short name in a docstring (``:data:`STAGES```, documented as
+  ``attncore._cost.STAGES``) finds the one documented attncore object it names.
+* Each chapter and notebook page ends with links to the attncore functions its
+  code uses.
 """
 
 from __future__ import annotations
 
-import ast
-import importlib
-import inspect
-import pkgutil
 import re
 
 ATTNCORE_NAME = re.compile(r"^attncore(\.[A-Za-z_][A-Za-z0-9_]*)+(\(\))?$")
 BARE_CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\(.*\))?$")
 
 
-def api_members():
-    """``[(module name, [(name, object), ...]), ...]`` for every public module of attncore.
-
-    A module's members are the public functions and classes it defines itself
-    (not the ones it imports).
-    """
-    import attncore
-
-    out = []
-    for info in sorted(pkgutil.iter_modules(attncore.__path__), key=lambda m: m.name):
-        if info.name == "_checks":  # validation helpers, not part of the course's API
-            continue
-        module_name = f"attncore.{info.name}"
-        module = importlib.import_module(module_name)
-        assigned = {
-            target.id
-            for node in ast.parse(inspect.getsource(module)).body
-            if isinstance(node, (ast.Assign, ast.AnnAssign))
-            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-            if isinstance(target, ast.Name)
-        }
-        members = [
-            (name, obj) for name, obj in vars(module).items()
-            if not name.startswith("_")
-            and (
-                ((inspect.isfunction(obj) or inspect.isclass(obj)) and getattr(obj, "__module__", None) == module_name)
-                or (name.isupper() and name in assigned)  # public constants such as size limits
-            )
-        ]
-        out.append((module_name, sorted(members, key=lambda m: m[0])))
-    return out
-
-
-def shadowed(module_name: str) -> bool:
-    """True when the package exports a function with the module's own name."""
-    import attncore
-
-    short = module_name.rsplit(".", 1)[-1]
-    return short in getattr(attncore, "__all__", ())
-
-
-def public_name(dotted: str) -> str:
-    """The name under which the API reference documents ``dotted``.
-
-    ``attncore.softmax`` and ``attncore.softmax`` both name the function
-    the package exports as ``attncore.softmax``; a function the package does not
-    export keeps its module path.  A name that is not an attncore object is
-    returned unchanged (and then fails to resolve, which the build reports).
-    """
-    import attncore
-
-    parts = dotted.split(".")
-    obj = None
-    for cut in range(len(parts), 0, -1):  # the longest importable module prefix
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for part in parts[cut:]:
-                obj = getattr(obj, part)
-        except AttributeError:
-            return dotted
-        break
-    if obj is None:
-        return dotted
-    name = getattr(obj, "__name__", None)
-    if name in getattr(attncore, "__all__", ()) and getattr(attncore, name) is obj:
-        return f"attncore.{name}"
-    module = getattr(obj, "__module__", None)
-    if module and name and not inspect.ismodule(obj):
-        return f"{module}.{name}"
-    return dotted
-
-
 def setup(app):
     from docutils import nodes
-    from docutils.parsers.rst import Directive
-    from docutils.statemachine import StringList
     from sphinx import addnodes
     from sphinx.transforms import SphinxTransform
-    from sphinx.util.nodes import nested_parse_with_titles
-
-    # Runs before the theme's own script reads the stored mode.
-    default_mode = 'if (!localStorage.getItem("mode")) { document.documentElement.dataset.mode = "auto"; }'
 
     def dedupe_scripts(app, pagename, templatename, context, doctree):
         seen, unique = set(), []
@@ -136,9 +48,9 @@ def setup(app):
         return ref
 
     class LinkAttncoreNames(SphinxTransform):
-        """Inline code naming an attncore function -> a cross-reference to its API entry.
+        """Inline code naming an attncore object -> a cross-reference to its API entry.
 
-        ``attncore.x.y`` always links; a bare public name links when written as a
+        ``attncore.x`` always links; a bare public name links when written as a
         call (``rope(x)``) or when it is unmistakable (``permutation_matrix``,
         with an underscore), so that prose words such as ``softmax`` stay prose.
         """
@@ -154,7 +66,7 @@ def setup(app):
                     continue
                 text = node.astext()
                 if ATTNCORE_NAME.match(text):
-                    node.replace_self(api_ref(public_name(text.removesuffix("()")), text))
+                    node.replace_self(api_ref(text.removesuffix("()"), text))
                     continue
                 match = BARE_CALL.match(text)
                 if match and match.group(1) in public and (match.group(2) or "_" in match.group(1)):
@@ -189,67 +101,23 @@ def setup(app):
             (section if section is not None else self.document).append(nodes.rubric(text="attncore on this page"))
             (section if section is not None else self.document).append(para)
 
-    class AttncoreApi(Directive):
-        """The API reference of attncore, generated from the package (see module doc)."""
+    def resolve_short_names(app, env, node, contnode):
+        """A py reference to ``NAME`` or ``attncore.<path>.NAME`` -> the one documented attncore object named NAME."""
+        target = node.get("reftarget", "").lstrip("~.")
+        if node.get("refdomain") != "py" or ("." in target and not target.startswith("attncore.")):
+            return None
+        short = target.rsplit(".", 1)[-1]
+        py = env.get_domain("py")
+        found = [name for name in py.objects if name.startswith("attncore.") and name.rsplit(".", 1)[-1] == short]
+        if len(found) != 1 or found[0] == target:
+            return None  # unknown or ambiguous: stays unresolved, a warning under -n
+        return py.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], found[0], node, contnode)
 
-        def run(self):
-            lines = []
-            for module_name, members in api_members():
-                module = importlib.import_module(module_name)
-                title = module_name.replace("attncore._", "attncore: ")
-                lines += [title, "-" * len(title), ""]
-                if not shadowed(module_name):
-                    lines += [f".. py:module:: {module_name}", ""]
-                summary = (inspect.getdoc(module) or "").split("\n\n")[0]
-                lines += [summary, ""]
-                for name, obj in members:
-                    if name.isupper():
-                        lines += [f".. autodata:: {module_name}.{name}", ""]
-                        continue
-                    kind = "autoclass" if inspect.isclass(obj) else "autofunction"
-                    lines += [f".. {kind}:: {public_name(f'{module_name}.{name}')}", ""]
-                    if kind == "autoclass":
-                        lines += ["   :members:", ""]
-            box = nodes.section()
-            box.document = self.state.document
-            nested_parse_with_titles(self.state, StringList(lines, source="attncore-api"), box)
-            return box.children
-
-    app.add_js_file(None, body=default_mode, priority=100)
     # Titles with math appear in every page's navigation: load MathJax on every
     # page, not only on pages whose body has math, or the sidebar shows raw TeX.
     app.set_html_assets_policy("always")
-    def resolve_short_names(app, env, node, contnode):
-        """A docstring's ``:func:`rope``` or ``:data:`STAGES``` finds the attncore object it means.
-
-        Autodoc documents a function under its public name (``attncore.rope``),
-        so a short name written inside its module's docstrings does not resolve
-        by itself; look it up in the package's modules instead.
-        """
-        if node.get("refdomain") != "py":
-            return None
-        target = node["reftarget"].lstrip("~.")
-        if "." in target and not target.startswith("attncore."):
-            return None
-        short = target.rsplit(".", 1)[-1]
-        candidates = [public_name(target)] if target.startswith("attncore.") else []
-        candidates += [
-            public_name(f"{module_name}.{short}")
-            for module_name, _ in api_members()
-            if hasattr(importlib.import_module(module_name), short)
-        ]
-        py = env.get_domain("py")
-        for candidate in dict.fromkeys(candidates):
-            if candidate == node["reftarget"]:
-                continue
-            found = py.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], candidate, node, contnode)
-            if found is not None:
-                return found
-        return None
-
     app.connect("html-page-context", dedupe_scripts, priority=900)
     app.connect("missing-reference", resolve_short_names)
     app.add_transform(LinkAttncoreNames)
     app.add_transform(ListAttncoreUsed)
-    app.add_directive("attncore-api", AttncoreApi)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
