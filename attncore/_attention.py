@@ -29,7 +29,7 @@ from attncore._softmax import (
 
 
 def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="softmax", causal=False):
-    """The attention matrix ``softmax(q k^T * scale + bias)`` over the keys.
+    r"""The attention matrix ``softmax(q k^T * scale + bias)`` over the keys.
 
     Parameters
     ----------
@@ -84,8 +84,8 @@ def attention_weights(q, k, *, mask=None, bias=None, scale=None, normalize="soft
     -----
     .. math::
 
-        A = \\mathrm{softmax}\\!\\left(s\\, Q K^{\\top} + B\\right),
-        \\qquad s = 1/\\sqrt{d_k},
+        A = \mathrm{softmax}\!\left(s\, Q K^{\top} + B\right),
+        \qquad s = 1/\sqrt{d_k},
 
     with the softmax over the last axis and masked entries removed before it.
     In einsum form the scores are ``einsum("...nk,...mk->...nm", q, k)``.
@@ -173,7 +173,7 @@ def _rows(a, start, stop, n):
 
 
 def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax", reweight=None, causal=False):
-    """Scaled dot-product attention ``softmax(q k^T * scale + bias) v``.
+    r"""Scaled dot-product attention ``softmax(q k^T * scale + bias) v``.
 
     Parameters
     ----------
@@ -214,7 +214,7 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     -----
     .. math::
 
-        \\mathrm{Attention}(Q, K, V) = \\mathrm{softmax}\\!\\left(\\frac{Q K^{\\top}}{\\sqrt{d_k}} + B\\right) V,
+        \mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{Q K^{\top}}{\sqrt{d_k}} + B\right) V,
 
     in einsum form ``einsum("...nm,...mv->...nv", weights, v)``.  With no keys
     (``m = 0``) every output row is 0, as for a query whose keys are all masked;
@@ -223,14 +223,14 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
 
     *Numerics.*  float16 input is computed in float32 and rounded once (see
     :func:`attncore._softmax.compute_dtype`).  The output is computed as
-    :math:`O = (E \\odot R)(2^g V) / (2^g D)` with :math:`E_{ij} = e^{s_{ij} - c_i}`,
+    :math:`O = (E \odot R)(2^g V) / (2^g D)` with :math:`E_{ij} = e^{s_{ij} - c_i}`,
     :math:`D` the row sums (``"softmax"``) or norms (``"l2"``) of :math:`E`,
     :math:`R` the reweighting and :math:`2^g` an exact power of two, so the
-    ``(n, m)`` weights are never divided.  Let :math:`B \\ge |s_{ij}|` be
-    :math:`\\max_i\\|q_i\\| \\max_j\\|k_j\\| + \\max|b|` (Cauchy-Schwarz),
-    :math:`W = \\max|R|`, :math:`U = \\max|V|`, :math:`M` and :math:`T` the largest
-    and the smallest normal float.  The *shifted* route takes :math:`c_i = \\max_j s_{ij}`:
-    then :math:`E_{ij} \\le 1 \\le D_i \\le m` and every partial sum of the
+    ``(n, m)`` weights are never divided.  Let :math:`B \ge |s_{ij}|` be
+    :math:`\max_i\|q_i\| \max_j\|k_j\| + \max|b|` (Cauchy-Schwarz),
+    :math:`W = \max|R|`, :math:`U = \max|V|`, :math:`M` and :math:`T` the largest
+    and the smallest normal float.  The *shifted* route takes :math:`c_i = \max_j s_{ij}`:
+    then :math:`E_{ij} \le 1 \le D_i \le m` and every partial sum of the
     product is at most :math:`m W U 2^g`, so :math:`g = 0`; only a block whose
     output then overflows (possible only when :math:`m W U > M/e`) is computed
     again with the :math:`g < 0` that brings the bound below :math:`M/e`, so that
@@ -240,23 +240,23 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
 
     .. math::
 
-        B \\le -\\ln T - 1 \\quad\\text{and}\\quad
-        \\ln m + B + g \\ln 2 + \\max(0, \\ln WU) \\le \\ln M - 1,
-        \\qquad g = \\lceil B / \\ln 2 \\rceil,
+        B \le -\ln T - 1 \quad\text{and}\quad
+        \ln m + B + g \ln 2 + \max(0, \ln WU) \le \ln M - 1,
+        \qquad g = \lceil B / \ln 2 \rceil,
 
-    (for ``"l2"`` also :math:`2B \\le -\\ln T - 1` and :math:`\\ln m + 2B \\le \\ln M - 1`).
+    (for ``"l2"`` also :math:`2B \le -\ln T - 1` and :math:`\ln m + 2B \le \ln M - 1`).
     The first inequality makes every :math:`e^{s}` a normal number, so no row
     underflows to 0 and :math:`D` is as accurate as in the shifted route; the
-    second bounds :math:`D_i 2^g`, every partial sum of :math:`(E \\odot R)(2^g V)`,
-    :math:`E \\odot R 2^g` and :math:`2^g V` by :math:`M/e` (with ``reweight``,
-    :math:`\\ln WU` is replaced by :math:`\\ln W + \\max(0, \\ln U)`, since
-    :math:`E \\odot R` is formed first); and :math:`2^g \\ge e^{B} \\ge e^{-c_i}` makes
+    second bounds :math:`D_i 2^g`, every partial sum of :math:`(E \odot R)(2^g V)`,
+    :math:`E \odot R 2^g` and :math:`2^g V` by :math:`M/e` (with ``reweight``,
+    :math:`\ln WU` is replaced by :math:`\ln W + \max(0, \ln U)`, since
+    :math:`E \odot R` is formed first); and :math:`2^g \ge e^{B} \ge e^{-c_i}` makes
     each product :math:`E_{ij} R_{ij} 2^g V_{jc}` at least as large in magnitude as
     in the shifted route, so nothing underflows that the shifted route keeps
-    (without ``reweight`` and with :math:`\\min|V| \\ge e^{B+1} T`, no product can
+    (without ``reweight`` and with :math:`\min|V| \ge e^{B+1} T`, no product can
     underflow at all and :math:`g = 0` saves scaling :math:`V`).
     When :math:`B` comes near :math:`M`, ``q`` and ``bias`` are divided by a
-    power of two first so that :math:`QK^\\top` cannot overflow, and the shifted
+    power of two first so that :math:`QK^\top` cannot overflow, and the shifted
     exponent is multiplied back.  For ``"softmax"`` without ``reweight`` the
     denominators :math:`D_i 2^g` are computed as one more column of the value
     product (``v`` with a column :math:`2^g` appended): the same sums, rounded
@@ -272,11 +272,11 @@ def attention(q, k, v, *, mask=None, bias=None, scale=None, normalize="softmax",
     products (heads small enough are grouped into one block).  With ``mask``
     or ``causal``, a block computes only the keys ``lo:hi`` between the first
     and the last key that one of its rows may attend: every other key's weight
-    is exactly 0 in both routes (:math:`e^{-\\infty} = 0`), so the sums and
+    is exactly 0 in both routes (:math:`e^{-\infty} = 0`), so the sums and
     products are those of the whole row less exact zeros, and every bound
     above holds with the smaller number of keys.  Inside the block, the keys
-    ``causal`` removes get the score :math:`-\\infty`, like a bias of
-    :math:`-\\infty`.  A block whose rows may attend no key is 0.  With
+    ``causal`` removes get the score :math:`-\infty`, like a bias of
+    :math:`-\infty`.  A block whose rows may attend no key is 0.  With
     ``causal`` and :math:`n = m`, the blocks compute about
     :math:`(1 + 1/b)/2` of the scores for :math:`b` blocks
     (:data:`SKIP_BLOCKS`).  ``"relu2"`` divides by :math:`m` itself and so
@@ -667,7 +667,7 @@ def multi_head_attention(
     mask=None,
     causal=False,
 ):
-    """Multi-head attention of ``x`` over itself, or over ``context``.
+    r"""Multi-head attention of ``x`` over itself, or over ``context``.
 
     Parameters
     ----------
@@ -713,8 +713,8 @@ def multi_head_attention(
 
     .. math::
 
-        \\mathrm{MHA}(X) = \\left[\\mathrm{head}_1, \\dots, \\mathrm{head}_h\\right] W_O + b_O,
-        \\qquad \\mathrm{head}_i = \\mathrm{Attention}(Q_i, K_i, V_i).
+        \mathrm{MHA}(X) = \left[\mathrm{head}_1, \dots, \mathrm{head}_h\right] W_O + b_O,
+        \qquad \mathrm{head}_i = \mathrm{Attention}(Q_i, K_i, V_i).
 
     Examples
     --------

@@ -32,7 +32,7 @@ MAX_FEATURE_ENTRIES = 2**24
 
 
 def gaussian_features(m, d, rng, *, orthogonal=False):
-    """The random projection matrix ``omega`` of shape ``(m, d)``.
+    r"""The random projection matrix ``omega`` of shape ``(m, d)``.
 
     Parameters
     ----------
@@ -63,10 +63,10 @@ def gaussian_features(m, d, rng, *, orthogonal=False):
 
     Notes
     -----
-    A standard normal vector :math:`\\omega \\in \\mathbb{R}^d` is a uniformly
+    A standard normal vector :math:`\omega \in \mathbb{R}^d` is a uniformly
     random direction times an independent length with
-    :math:`\\|\\omega\\| \\sim \\chi_d`.  The orthogonal construction keeps
-    both marginals, so every row is still :math:`\\mathcal{N}(0, I_d)`, and any
+    :math:`\|\omega\| \sim \chi_d`.  The orthogonal construction keeps
+    both marginals, so every row is still :math:`\mathcal{N}(0, I_d)`, and any
     estimator that is an average over rows stays unbiased; only the rows of one
     block are coupled (made orthogonal).
 
@@ -105,7 +105,7 @@ def _check_omega(x, omega):
 
 
 def positive_random_features(x, omega, *, stabilizer=None):
-    """Performer's positive random features ``exp(x . w - |x|^2 / 2) / sqrt(m)``.
+    r"""Performer's positive random features ``exp(x . w - |x|^2 / 2) / sqrt(m)``.
 
     Parameters
     ----------
@@ -140,20 +140,20 @@ def positive_random_features(x, omega, *, stabilizer=None):
 
     Notes
     -----
-    For :math:`\\omega \\sim \\mathcal{N}(0, I_d)`,
+    For :math:`\omega \sim \mathcal{N}(0, I_d)`,
 
     .. math::
 
-        \\mathbb{E}_\\omega\\big[e^{\\omega\\cdot q - \\|q\\|^2/2}\\,
-        e^{\\omega\\cdot k - \\|k\\|^2/2}\\big] = e^{q \\cdot k},
+        \mathbb{E}_\omega\big[e^{\omega\cdot q - \|q\|^2/2}\,
+        e^{\omega\cdot k - \|k\|^2/2}\big] = e^{q \cdot k},
 
-    so :math:`\\phi(q)\\cdot\\phi(k)` is an unbiased estimate of
-    :math:`e^{q\\cdot k}`.  The exponent is formed before exponentiating, never
-    as a product of :math:`e^{\\omega\\cdot x}` and :math:`e^{-\\|x\\|^2/2}`
-    (each of which over- or underflows for large :math:`\\|x\\|`).  Since
-    :math:`\\omega\\cdot x - \\|x\\|^2/2 = (\\|\\omega\\|^2 - \\|x - \\omega\\|^2)/2
-    \\le \\|\\omega\\|^2/2`, the result is finite for every ``x`` whenever
-    :math:`\\|\\omega\\|^2/2` is below the log of the largest float.
+    so :math:`\phi(q)\cdot\phi(k)` is an unbiased estimate of
+    :math:`e^{q\cdot k}`.  The exponent is formed before exponentiating, never
+    as a product of :math:`e^{\omega\cdot x}` and :math:`e^{-\|x\|^2/2}`
+    (each of which over- or underflows for large :math:`\|x\|`).  Since
+    :math:`\omega\cdot x - \|x\|^2/2 = (\|\omega\|^2 - \|x - \omega\|^2)/2
+    \le \|\omega\|^2/2`, the result is finite for every ``x`` whenever
+    :math:`\|\omega\|^2/2` is below the log of the largest float.
 
     Examples
     --------
@@ -189,7 +189,7 @@ def positive_random_features(x, omega, *, stabilizer=None):
 
 
 def trig_random_features(x, omega):
-    """Trigonometric random features ``exp(|x|^2/2) [cos(x . w), sin(x . w)] / sqrt(m)``.
+    r"""Trigonometric random features ``exp(|x|^2/2) [cos(x . w), sin(x . w)] / sqrt(m)``.
 
     Parameters
     ----------
@@ -212,13 +212,13 @@ def trig_random_features(x, omega):
 
     Notes
     -----
-    With :math:`\\cos a \\cos b + \\sin a \\sin b = \\cos(a - b)` and
-    :math:`\\mathbb{E}\\cos(\\omega\\cdot u) = e^{-\\|u\\|^2/2}`,
+    With :math:`\cos a \cos b + \sin a \sin b = \cos(a - b)` and
+    :math:`\mathbb{E}\cos(\omega\cdot u) = e^{-\|u\|^2/2}`,
 
     .. math::
 
-        \\mathbb{E}\\big[\\phi(q)\\cdot\\phi(k)\\big]
-        = e^{(\\|q\\|^2 + \\|k\\|^2)/2}\\, e^{-\\|q - k\\|^2/2} = e^{q\\cdot k}.
+        \mathbb{E}\big[\phi(q)\cdot\phi(k)\big]
+        = e^{(\|q\|^2 + \|k\|^2)/2}\, e^{-\|q - k\|^2/2} = e^{q\cdot k}.
 
     The features (and so the estimate) can be negative.
 
@@ -252,7 +252,7 @@ def _check_size(x, width, what, max_entries):
 
 
 def taylor_features(x, order, *, max_entries=MAX_FEATURE_ENTRIES):
-    """The exact feature map of the truncated series ``sum_{p=0}^{order} (q . k)^p / p!``.
+    r"""The exact feature map of the truncated series ``sum_{p=0}^{order} (q . k)^p / p!``.
 
     Parameters
     ----------
@@ -280,12 +280,12 @@ def taylor_features(x, order, *, max_entries=MAX_FEATURE_ENTRIES):
 
     Notes
     -----
-    :math:`(q\\cdot k)^p = \\sum_{i_1..i_p} (q_{i_1}\\cdots q_{i_p})(k_{i_1}\\cdots k_{i_p})
-    = (\\otimes^p q)\\cdot(\\otimes^p k)`, hence
+    :math:`(q\cdot k)^p = \sum_{i_1..i_p} (q_{i_1}\cdots q_{i_p})(k_{i_1}\cdots k_{i_p})
+    = (\otimes^p q)\cdot(\otimes^p k)`, hence
 
     .. math::
 
-        \\phi(q)\\cdot\\phi(k) = \\sum_{p=0}^{P} \\frac{(q\\cdot k)^p}{p!}.
+        \phi(q)\cdot\phi(k) = \sum_{p=0}^{P} \frac{(q\cdot k)^p}{p!}.
 
     Examples
     --------
@@ -313,7 +313,7 @@ def taylor_features(x, order, *, max_entries=MAX_FEATURE_ENTRIES):
 
 
 def exp_limit_features(x, n, *, max_entries=MAX_FEATURE_ENTRIES):
-    """The exact feature map of ``(1 + q . k / n)^n``: the ``n``-fold tensor power of ``(1, x/sqrt(n))``.
+    r"""The exact feature map of ``(1 + q . k / n)^n``: the ``n``-fold tensor power of ``(1, x/sqrt(n))``.
 
     Parameters
     ----------
@@ -340,13 +340,13 @@ def exp_limit_features(x, n, *, max_entries=MAX_FEATURE_ENTRIES):
 
     Notes
     -----
-    With :math:`y = (1, x/\\sqrt{n})`, :math:`y_q\\cdot y_k = 1 + q\\cdot k/n`
-    and :math:`(\\otimes^n y_q)\\cdot(\\otimes^n y_k) = (y_q\\cdot y_k)^n`, so
+    With :math:`y = (1, x/\sqrt{n})`, :math:`y_q\cdot y_k = 1 + q\cdot k/n`
+    and :math:`(\otimes^n y_q)\cdot(\otimes^n y_k) = (y_q\cdot y_k)^n`, so
 
     .. math::
 
-        \\phi(q)\\cdot\\phi(k) = \\Big(1 + \\frac{q\\cdot k}{n}\\Big)^n
-        \\xrightarrow[n\\to\\infty]{} e^{q\\cdot k}.
+        \phi(q)\cdot\phi(k) = \Big(1 + \frac{q\cdot k}{n}\Big)^n
+        \xrightarrow[n\to\infty]{} e^{q\cdot k}.
 
     Examples
     --------
@@ -403,7 +403,7 @@ def _validate_qkv(q, k, v, causal):
 
 
 def linear_attention_weights(q, k, feature_map, *, causal=False, key_feature_map=None):
-    """The explicit ``(n, m)`` matrix of linear attention (for checks and rank studies).
+    r"""The explicit ``(n, m)`` matrix of linear attention (for checks and rank studies).
 
     Parameters
     ----------
@@ -437,7 +437,7 @@ def linear_attention_weights(q, k, feature_map, *, causal=False, key_feature_map
     -----
     .. math::
 
-        A_{ij} = \\frac{\\phi(q_i)\\cdot\\phi(k_j)}{\\sum_{l} \\phi(q_i)\\cdot\\phi(k_l)},
+        A_{ij} = \frac{\phi(q_i)\cdot\phi(k_j)}{\sum_{l} \phi(q_i)\cdot\phi(k_l)},
 
     the sums over the kept keys.  Unlike the softmax, the entries are negative
     wherever the feature inner products are.
@@ -463,7 +463,7 @@ def linear_attention_weights(q, k, feature_map, *, causal=False, key_feature_map
 
 
 def linear_attention(q, k, v, feature_map, *, causal=False, chunk=64, key_feature_map=None):
-    """Linear attention ``phi(Q) (phi(K)^T V)`` with its normaliser, in O(n) time.
+    r"""Linear attention ``phi(Q) (phi(K)^T V)`` with its normaliser, in O(n) time.
 
     Parameters
     ----------
@@ -510,17 +510,17 @@ def linear_attention(q, k, v, feature_map, *, causal=False, chunk=64, key_featur
     -----
     .. math::
 
-        \\mathrm{out}_i = \\frac{\\phi(q_i)^{\\top} S_i}{\\phi(q_i)\\cdot z_i},
-        \\qquad S_i = \\sum_{j} \\phi(k_j)\\, v_j^{\\top},\\quad z_i = \\sum_j \\phi(k_j),
+        \mathrm{out}_i = \frac{\phi(q_i)^{\top} S_i}{\phi(q_i)\cdot z_i},
+        \qquad S_i = \sum_{j} \phi(k_j)\, v_j^{\top},\quad z_i = \sum_j \phi(k_j),
 
-    the sums over every key, or over :math:`j \\le i` when causal.  With no
+    the sums over every key, or over :math:`j \le i` when causal.  With no
     keys (``m = 0``) the output is 0, as in :func:`attncore.attention`.  Without
     the mask :math:`S` and :math:`z` are computed once, in
     :math:`O(m D v)`, and applied in :math:`O(n D v)`.  With the mask they are
     running sums: the sequence is cut into blocks of ``chunk`` tokens; within a
     block the masked ``(chunk, chunk)`` products are formed explicitly, and the
     sums over all earlier blocks are carried in ``(D, v)`` and ``(D,)`` states,
-    for :math:`O(n\\,\\mathrm{chunk}\\,(D + v) + n D v)` work in all.  If the
+    for :math:`O(n\,\mathrm{chunk}\,(D + v) + n D v)` work in all.  If the
     features can be negative (truncated series, trigonometric features) the
     normaliser can vanish or change sign; nothing guards against that.
 
@@ -528,11 +528,11 @@ def linear_attention(q, k, v, feature_map, *, causal=False, chunk=64, key_featur
     the exact positive features are tiny (about ``1e-170`` to ``1e-230`` at
     ``|x| = 30``, ``d = 16``), their products underflow to 0 and the output
     is ``0/0 = nan`` (in float32 already at moderate norms).  A positive factor
-    :math:`c_i` on :math:`\\phi(q_i)` cancels between numerator and
-    denominator, and so does one common factor on all :math:`\\phi(k_j)`;
+    :math:`c_i` on :math:`\phi(q_i)` cancels between numerator and
+    denominator, and so does one common factor on all :math:`\phi(k_j)`;
     so ``feature_map`` with ``stabilizer="row"`` and ``key_feature_map`` with
     ``stabilizer="global"`` (see :func:`positive_random_features`) compute the
-    same output from features whose largest entries are :math:`1/\\sqrt{D}`,
+    same output from features whose largest entries are :math:`1/\sqrt{D}`,
     which keeps it finite in float64 for norms up to 30 (tested).
 
     Examples

@@ -61,7 +61,7 @@ def probe_hidden_states(
     urpe=False,
     shaw_clip=8,
 ):
-    """Final hidden states of a random post-LN transformer fed ``n`` identical tokens.
+    r"""Final hidden states of a random post-LN transformer fed ``n`` identical tokens.
 
     Parameters
     ----------
@@ -114,8 +114,8 @@ def probe_hidden_states(
     -----
     The input is ``n`` copies of one embedding ``e`` (the token "0"), with
     ``[CLS]`` / ``[SEP]`` around them if asked.  Each block is post-LN,
-    :math:`H = \\mathrm{LN}(X + \\mathrm{MHA}(X))`,
-    :math:`Y = \\mathrm{LN}(H + \\mathrm{FFN}(H))`, and the schemes act as
+    :math:`H = \mathrm{LN}(X + \mathrm{MHA}(X))`,
+    :math:`Y = \mathrm{LN}(H + \mathrm{FFN}(H))`, and the schemes act as
     follows (offsets :math:`r = j - i`):
 
     * ``"sinusoidal"``, ``"learned"``: add the sinusoidal code or a random
@@ -227,7 +227,7 @@ def probe_hidden_states(
 
 
 def linear_readout(features, targets, *, rcond=None):
-    """The best affine readout ``features @ w + b`` of ``targets``, by least squares.
+    r"""The best affine readout ``features @ w + b`` of ``targets``, by least squares.
 
     Parameters
     ----------
@@ -257,21 +257,21 @@ def linear_readout(features, targets, *, rcond=None):
     Notes
     -----
     An affine readout is a centred least-squares fit plus the mean: with
-    :math:`\\bar F` and :math:`\\bar y` the column means,
-    :math:`w = (F - \\bar F)^{+}(y - \\bar y)` and :math:`b = \\bar y - \\bar F w`,
+    :math:`\bar F` and :math:`\bar y` the column means,
+    :math:`w = (F - \bar F)^{+}(y - \bar y)` and :math:`b = \bar y - \bar F w`,
     so the intercept never enters the pseudo-inverse :math:`^{+}`.
 
     The cut-off is the rank rule of ``numpy.linalg.matrix_rank``,
     ``max(n, d) * eps`` times a spectral norm, with the norm of the
-    *uncentred* features :math:`\\lVert F \\rVert_2`: the states of a model
+    *uncentred* features :math:`\lVert F \rVert_2`: the states of a model
     carry rounding errors of order ``eps`` times their own size, and so does
-    the subtraction of the mean, so directions of :math:`F - \\bar F` below
+    the subtraction of the mean, so directions of :math:`F - \bar F` below
     that level cannot be told from rounding and must not be read as position
     information.  A cut-off relative to the centred matrix itself would keep
     them whenever the centred matrix is pure rounding noise.  Adding a
     constant :math:`c` to every feature does not change the centred features,
     so an un-truncated affine fit is unchanged; the cut-off moves with
-    :math:`\\lVert F + c \\rVert_2`, so with it the readout is unchanged as
+    :math:`\lVert F + c \rVert_2`, so with it the readout is unchanged as
     long as no singular value of the centred features lies between
     ``rcond * ||F||_2`` and ``rcond * ||F + c||_2``.  If every row of
     ``features`` is the same, the prediction is the mean of the targets and
@@ -332,7 +332,7 @@ def probe_floor(n):
 
 
 def position_signal(states):
-    """How far apart the closest two states are, relative to the largest state.
+    r"""How far apart the closest two states are, relative to the largest state.
 
     Parameters
     ----------
@@ -342,7 +342,7 @@ def position_signal(states):
     Returns
     -------
     float
-        :math:`\\min_{i \\ne j} \\lVert h_i - h_j \\rVert / \\max_i \\lVert h_i \\rVert`
+        :math:`\min_{i \ne j} \lVert h_i - h_j \rVert / \max_i \lVert h_i \rVert`
         (0 when every state is the zero vector).
 
     Raises
@@ -381,7 +381,7 @@ def position_signal(states):
 
 
 def rounding_floor(dtype, *, sublayers, terms):
-    """A first-order estimate of the relative gap rounding opens between two states exact arithmetic makes equal.
+    r"""A first-order estimate of the relative gap rounding opens between two states exact arithmetic makes equal.
 
     Parameters
     ----------
@@ -408,7 +408,7 @@ def rounding_floor(dtype, *, sublayers, terms):
     Notes
     -----
     A sum of ``k`` floating-point terms carries a relative error of at most
-    about ``k * eps`` (Higham's :math:`\\gamma_k`), so every entry a sublayer
+    about ``k * eps`` (Higham's :math:`\gamma_k`), so every entry a sublayer
     computes is off by about ``terms * eps`` of its size; a layer norm
     rescales to unit size, so the relative errors of the ``sublayers``
     sublayers and the input add up.  Two states that are equal in exact

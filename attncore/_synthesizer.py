@@ -46,7 +46,7 @@ def _check_length(n: int, length: int, variant: str, what: str) -> None:
 
 
 def dense_features(x, w1, w2, *, b1=None, b2=None):
-    """The token-wise two-layer map ``relu(x w1 + b1) w2 + b2``.
+    r"""The token-wise two-layer map ``relu(x w1 + b1) w2 + b2``.
 
     Parameters
     ----------
@@ -72,7 +72,7 @@ def dense_features(x, w1, w2, *, b1=None, b2=None):
 
     Notes
     -----
-    .. math:: F(X) = \\mathrm{relu}(X W_1 + \\mathbf{1} b_1^{\\top}) W_2 + \\mathbf{1} b_2^{\\top}.
+    .. math:: F(X) = \mathrm{relu}(X W_1 + \mathbf{1} b_1^{\top}) W_2 + \mathbf{1} b_2^{\top}.
 
     This is the body of :func:`attncore.dense_scores` (with ``e = n``) and the map that
     makes the two factors of :func:`attncore.factorized_dense_scores` (with ``e = a`` and
@@ -99,7 +99,7 @@ def dense_features(x, w1, w2, *, b1=None, b2=None):
 
 
 def dense_scores(x, w1, w2, *, b1=None, b2=None):
-    """Dense Synthesizer scores ``B = relu(x w1 + b1) w2 + b2``.
+    r"""Dense Synthesizer scores ``B = relu(x w1 + b1) w2 + b2``.
 
     Parameters
     ----------
@@ -130,10 +130,10 @@ def dense_scores(x, w1, w2, *, b1=None, b2=None):
     -----
     .. math::
 
-        B = \\mathrm{relu}(X W_1 + \\mathbf{1} b_1^{\\top}) W_2 + \\mathbf{1} b_2^{\\top}
-          = Q K^{\\top} \\quad\\text{with}\\quad
-          Q = [\\,\\mathrm{relu}(X W_1 + \\mathbf{1} b_1^{\\top}),\\ \\mathbf{1}\\,],\\
-          K = [\\,W_2^{\\top},\\ b_2\\,],
+        B = \mathrm{relu}(X W_1 + \mathbf{1} b_1^{\top}) W_2 + \mathbf{1} b_2^{\top}
+          = Q K^{\top} \quad\text{with}\quad
+          Q = [\,\mathrm{relu}(X W_1 + \mathbf{1} b_1^{\top}),\ \mathbf{1}\,],\
+          K = [\,W_2^{\top},\ b_2\,],
 
     so ``K`` is a constant matrix that does not depend on the input.
 
@@ -157,7 +157,7 @@ def dense_scores(x, w1, w2, *, b1=None, b2=None):
 
 
 def random_scores(r, n):
-    """Random Synthesizer scores ``B = R``, checked against the sequence length.
+    r"""Random Synthesizer scores ``B = R``, checked against the sequence length.
 
     Parameters
     ----------
@@ -182,7 +182,7 @@ def random_scores(r, n):
 
     Notes
     -----
-    .. math:: B = R \\in \\mathbb{R}^{n \\times n},
+    .. math:: B = R \in \mathbb{R}^{n \times n},
 
     the same for every input; no product ``Q K^T`` is computed.
 
@@ -201,7 +201,7 @@ def random_scores(r, n):
 
 
 def factorized_random_scores(r1, r2, n):
-    """Factorized Random scores ``B = R1 R2^T`` of rank at most ``r``.
+    r"""Factorized Random scores ``B = R1 R2^T`` of rank at most ``r``.
 
     Parameters
     ----------
@@ -224,7 +224,7 @@ def factorized_random_scores(r1, r2, n):
 
     Notes
     -----
-    .. math:: B = R_1 R_2^{\\top}, \\qquad \\operatorname{rank} B \\le r,
+    .. math:: B = R_1 R_2^{\top}, \qquad \operatorname{rank} B \le r,
 
     with ``2 n r`` parameters instead of ``n^2``.
 
@@ -249,7 +249,7 @@ def _expand(f, times, tiling):
 
 
 def factorized_dense_scores(f_a, f_b, *, tiling="tile", form="as_written"):
-    """Factorized Dense scores: two narrow factors expanded to ``(n, n)`` and multiplied.
+    r"""Factorized Dense scores: two narrow factors expanded to ``(n, n)`` and multiplied.
 
     Parameters
     ----------
@@ -283,16 +283,16 @@ def factorized_dense_scores(f_a, f_b, *, tiling="tile", form="as_written"):
 
     Notes
     -----
-    With :math:`\\tilde F_a = T(F_a)` and :math:`\\tilde F_b = T(F_b)` the expanded
-    ``(n, n)`` factors and :math:`\\odot` the elementwise product,
+    With :math:`\tilde F_a = T(F_a)` and :math:`\tilde F_b = T(F_b)` the expanded
+    ``(n, n)`` factors and :math:`\odot` the elementwise product,
 
     .. math::
 
-        B_{\\text{as written}} = \\tilde F_a \\odot \\tilde F_b, \\qquad
-        B_{\\text{transposed}} = \\tilde F_a \\odot \\tilde F_b^{\\top}.
+        B_{\text{as written}} = \tilde F_a \odot \tilde F_b, \qquad
+        B_{\text{transposed}} = \tilde F_a \odot \tilde F_b^{\top}.
 
     With ``tiling="tile"`` the as-written entry is
-    :math:`B_{ij} = (F_a)_{i, j \\bmod a} (F_b)_{i, j \\bmod b}`.
+    :math:`B_{ij} = (F_a)_{i, j \bmod a} (F_b)_{i, j \bmod b}`.
 
     Examples
     --------
@@ -358,7 +358,7 @@ def mixture_weights(logits):
 
 
 def mixture_scores(scores, logits):
-    """Mixture of score matrices ``B = sum_i alpha_i B_i`` with ``alpha = softmax(logits)``.
+    r"""Mixture of score matrices ``B = sum_i alpha_i B_i`` with ``alpha = softmax(logits)``.
 
     Parameters
     ----------
@@ -387,8 +387,8 @@ def mixture_scores(scores, logits):
     -----
     .. math::
 
-        B = \\sum_{i=1}^{N} \\alpha_i B_i, \\qquad
-        \\alpha = \\mathrm{softmax}(\\ell), \\quad \\alpha_i > 0,\\ \\sum_i \\alpha_i = 1 .
+        B = \sum_{i=1}^{N} \alpha_i B_i, \qquad
+        \alpha = \mathrm{softmax}(\ell), \quad \alpha_i > 0,\ \sum_i \alpha_i = 1 .
 
     The scores are mixed before the softmax, as in the paper; this is not a
     mixture of attention maps.
@@ -424,7 +424,7 @@ def mixture_scores(scores, logits):
 
 
 def synthesizer_attention(x, scores, w_v, *, mask=None):
-    """Attention with given scores: ``softmax(scores) x w_v``.
+    r"""Attention with given scores: ``softmax(scores) x w_v``.
 
     Parameters
     ----------
@@ -453,9 +453,9 @@ def synthesizer_attention(x, scores, w_v, *, mask=None):
 
     Notes
     -----
-    .. math:: Y = \\mathrm{softmax}(B)\\, X W_V,
+    .. math:: Y = \mathrm{softmax}(B)\, X W_V,
 
-    the softmax over the last axis. With ``B = X W_Q W_K^T X^T / \\sqrt{d_k}``
+    the softmax over the last axis. With ``B = X W_Q W_K^T X^T / \sqrt{d_k}``
     this is single-head self-attention.
 
     Examples

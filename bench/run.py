@@ -302,7 +302,7 @@ def bench_attention(rng, quick, rate):
             q, k, v = (rng.standard_normal((n, d)).astype(dtype) for _ in range(3))
             r = repeats_for(n)
             bound = gemm_bound(q, k, v, r)
-            measured = timeit(lambda: attention(q, k, v), r)
+            measured = timeit(lambda q=q, k=k, v=v: attention(q, k, v), r)
             row = {"n": n, "d": d, "dtype": np.dtype(dtype).name, "attention": measured, "gemm_bound": bound,
                    "ratio": measured["min"] / bound["min"]}
             if dtype == np.float32:
@@ -320,7 +320,7 @@ def bench_softmax(rng, quick):
     for n in ([1024] if quick else [1024, 4096]):
         x = rng.standard_normal((n, n)).astype(np.float32)
         dst = np.empty_like(x)
-        t = race({"softmax": lambda: softmax(x), "copy": lambda: np.copyto(dst, x)}, repeats_for(n))
+        t = race({"softmax": lambda x=x: softmax(x), "copy": lambda x=x, dst=dst: np.copyto(dst, x)}, repeats_for(n))
         rows.append({"n": n, "dtype": "float32", "softmax": t["softmax"], "copy_bound": t["copy"],
                      "ratio": t["softmax"]["min"] / t["copy"]["min"]})
         print(f"softmax    n={n:5d} float32 {ms(t['softmax']['min']):>8} ms  read+write bound "
@@ -352,7 +352,7 @@ def bench_linear(rng, quick):
     rows = []
     for n in sizes:
         q, k, v = ((rng.standard_normal((n, d)) / d**0.25).astype(np.float32) for _ in range(3))
-        t = race({"softmax": lambda: attention(q, k, v), "linear": lambda: linear_attention(q, k, v, feature_map)},
+        t = race({"softmax": lambda q=q, k=k, v=v: attention(q, k, v), "linear": lambda q=q, k=k, v=v: linear_attention(q, k, v, feature_map)},
                  repeats_for(n))
         soft, lin = t["softmax"], t["linear"]
         rows.append({"n": n, "d": d, "features": m, "softmax": soft, "linear": lin,
@@ -389,9 +389,9 @@ def bench_memory(rng, quick):
         io = 4 * q.nbytes  # q, k, v and the output
         rows.append({
             "n": n, "d": d, "dtype": "float32",
-            "attention": peak_bytes(lambda: attention(q, k, v)),
-            "weights_then_product": peak_bytes(lambda: attention_weights(q, k) @ v),
-            "linear": peak_bytes(lambda: linear_attention(q, k, v, feature_map)),
+            "attention": peak_bytes(lambda q=q, k=k, v=v: attention(q, k, v)),
+            "weights_then_product": peak_bytes(lambda q=q, k=k, v=v: attention_weights(q, k) @ v),
+            "linear": peak_bytes(lambda q=q, k=k, v=v: linear_attention(q, k, v, feature_map)),
             "score_matrix": n * n * 4, "inputs_and_output": io,
         })
         row = rows[-1]
