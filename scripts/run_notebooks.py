@@ -6,7 +6,8 @@ The stored outputs are what nbval compares against on every `make test`, so
 they must be produced by the same kernel and pinned packages; run this (via
 `make notebooks`, or `make notebook NB=notebooks/NAME.ipynb` for one) after
 editing a notebook, and commit the result.  Per-cell execution timestamps are
-dropped, so that a refresh changes only what the run changed.
+dropped, so that a refresh changes only what the run changed, and the file is
+written as JupyterLab writes it (scripts/notebook_header.py).
 """
 
 import sys
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from notebook_header import as_jupyterlab_writes, normalise
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,12 +30,14 @@ def strip_timestamps(nb) -> None:
 
 def run(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
+    normalise(nb)  # the canonical setup cell first, JupyterLab's kernelspec
     start = time.perf_counter()
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
     elapsed = time.perf_counter() - start
     nb.metadata.pop("widgets", None)
     strip_timestamps(nb)
-    nbformat.write(nb, path)
+    normalise(nb)
+    path.write_text(as_jupyterlab_writes(nb), encoding="utf-8")
     return elapsed
 
 
