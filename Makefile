@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
 
-.PHONY: help setup book test check notebook bench mutate lab notebooks lock clean
+.PHONY: help setup book test check notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
 
 help:
 	@echo "make book       set up .venv, execute the notebooks, build the website in _build/html"
@@ -19,8 +19,11 @@ help:
 	@echo "make bench      run the benchmark suite: bench/results.json, bench/figures, PASS/FAIL per target"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
 	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice"
-	@echo "make lab        open the notebooks in JupyterLab"
+	@echo "make lab        open the notebooks in JupyterLab (options: make lab LAB_OPTS=--allow-root)"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
+	@echo "make notebook-headers   write every notebook's canonical setup cell and metadata (no execution)"
+	@echo "make wheel      build attncore's wheel into _build/html (the site publishes it)"
+	@echo "make pdf        the whole course as one PDF: _build/pdf/attention-proved.pdf"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"
 	@echo "make clean      remove _build and mutants (keeps .venv)"
 
@@ -62,12 +65,29 @@ $(MUTATE_STAMP): $(STAMP) requirements-mutate.txt
 mutate: $(MUTATE_STAMP)
 	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2
 
-lab: $(STAMP)
+# JupyterLab serves the repository root (so a notebook's link ../book/CHAPTER.md opens the
+# chapter) and starts in notebooks/. LAB_OPTS goes to JupyterLab unchanged, e.g.
+#   make lab LAB_OPTS=--allow-root          (as root, common in containers)
+#   make lab LAB_OPTS="--no-browser --ip=0.0.0.0 --port=8888"
+LAB_OPTS ?=
+LAB_STAMP := $(VENV)/.lab-installed
+$(LAB_STAMP): $(STAMP) requirements-lab.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lab.txt
-	$(BIN)/jupyter lab notebooks
+	@touch $(LAB_STAMP)
+
+lab: $(LAB_STAMP)
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_OPTS)
 
 notebooks: $(STAMP)
 	$(BIN)/python scripts/run_notebooks.py
+
+# the canonical setup cell and JupyterLab's metadata in every notebook (no execution)
+notebook-headers: $(STAMP)
+	$(BIN)/python scripts/notebook_header.py
+
+# attncore's wheel, published next to the website's pages (the notebooks' setup cell installs it)
+wheel: $(STAMP)
+	$(BIN)/python scripts/build_wheel.py _build/html
 
 lock:
 	rm -rf /tmp/attncore-lock && $(PYTHON) -m venv /tmp/attncore-lock

@@ -9,7 +9,6 @@ the setup cell must install attncore, and every cell must run.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import notebook_header  # noqa: E402
+from build_wheel import build_wheel  # noqa: E402
 
 # one notebook that uses attncore, sympy, matplotlib (a figure) and mpmath's neighbours
 NOTEBOOK = ROOT / "notebooks" / "01a_lookup_softmax.ipynb"
@@ -45,23 +45,6 @@ def test_binder_requirements_agree_with_the_lock():
     assert os.access(ROOT / "binder" / "postBuild", os.X_OK), "binder/postBuild must be executable"
 
 
-def build_wheel(out: Path) -> Path:
-    """attncore's wheel, built from a copy of the sources (the repository stays untouched)."""
-    src = out / "src"
-    src.mkdir()
-    for name in ["pyproject.toml", "README.md", "LICENSE"]:
-        shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "attncore", src / "attncore", ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "-w", str(out / "dist"), str(src)],
-        check=True,
-    )
-    wheel = out / "dist" / notebook_header.wheel_name()
-    assert wheel.is_file(), f"expected {wheel.name}, got {sorted(p.name for p in (out / 'dist').iterdir())}"
-    return wheel
-
-
 RUNNER = """\
 import sys
 import nbformat
@@ -74,7 +57,7 @@ print("executed", sum(c.cell_type == "code" for c in nb.cells), "code cells")
 
 def test_downloaded_notebook_runs_in_a_fresh_environment(tmp_path):
     start = time.perf_counter()
-    wheel = build_wheel(tmp_path)
+    wheel = build_wheel(tmp_path / "dist")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
