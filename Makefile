@@ -8,6 +8,8 @@ STAMP  := $(VENV)/.installed
 # The venv's tools come first, so notebook kernels start from the venv's python.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
+# fixed dates in generated files (matplotlib's SVG/PDF metadata), so a rerun changes nothing
+export SOURCE_DATE_EPOCH := 0
 
 .PHONY: help setup book test check notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
 
@@ -84,6 +86,10 @@ notebooks: $(STAMP)
 # the canonical setup cell and JupyterLab's metadata in every notebook (no execution)
 notebook-headers: $(STAMP)
 	$(BIN)/python scripts/notebook_header.py
+
+# the whole course as one PDF (single-page HTML printed by Debian's chromium; see the script)
+pdf: $(STAMP)
+	$(BIN)/python scripts/build_pdf.py
 
 # attncore's wheel, published next to the website's pages (the notebooks' setup cell installs it)
 wheel: $(STAMP)
