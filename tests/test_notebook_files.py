@@ -109,3 +109,15 @@ def test_chapter_link_in_first_markdown_cell(path):
     assert links, f"{path.name}: the first cell has no link of the form [chapter](../book/NAME.md)"
     for target, _ in links:
         assert (path.parent / target).resolve().is_file(), f"{path.name}: {target} does not exist"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_glue_comes_from_the_setup_cell(path):
+    """myst-nb is the book's toolchain, not the reader's: only the setup cell imports it
+    (with a fallback), so a downloaded notebook that glues figures still runs."""
+    later = code_cells(path)[1:]
+    offenders = [k for k, cell in enumerate(later, start=2) if "myst_nb" in "".join(cell["source"])]
+    assert not offenders, (
+        f"{path.name}: code cells {offenders} use myst_nb directly; use the setup cell's `glue` "
+        f"({REFRESH.split(' (')[0]} removes `from myst_nb import glue` lines)"
+    )
