@@ -17,6 +17,8 @@ What this script does to each notebook (idempotent; re-run it after merging):
   cell provides ``glue`` everywhere, so the notebook still runs without myst-nb);
 - execution counts are renumbered 1, 2, ... over the executed code cells, as a
   fresh run numbers them, so the stored notebook looks as after a refresh;
+- consecutive stream outputs of one stream are merged into one, as JupyterLab stores
+  them (how the kernel happened to flush its output must not show in the file);
 - the kernelspec is the one JupyterLab writes for the ipykernel kernel (so
   opening a notebook does not rewrite it), and per-cell execution timestamps and
   widget state are dropped;
@@ -105,6 +107,19 @@ def is_setup_cell(cell) -> bool:
     )
 
 
+def merge_streams(outputs: list) -> list:
+    """Consecutive ``stream`` outputs of the same stream (stdout/stderr), merged."""
+    merged = []
+    for output in outputs:
+        last = merged[-1] if merged else None
+        if (output.get("output_type") == "stream" and last is not None
+                and last.get("output_type") == "stream" and last.get("name") == output.get("name")):
+            last["text"] = "".join(last["text"]) + "".join(output["text"])
+        else:
+            merged.append(output)
+    return merged
+
+
 def normalise(nb) -> None:
     """Apply every rule of the module docstring to the notebook ``nb`` in place."""
     executed = any(c.cell_type == "code" and c.get("execution_count") for c in nb.cells)
@@ -118,6 +133,7 @@ def normalise(nb) -> None:
             continue
         if cell.id != SETUP_CELL_ID:
             cell.source = GLUE_IMPORT.sub("", cell.source)
+        cell.outputs = merge_streams(cell.outputs)
         if executed:
             count += 1
             cell.execution_count = count
