@@ -8,8 +8,10 @@ STAMP  := $(VENV)/.installed
 # The venv's tools come first, so notebook kernels start from the venv's python.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
+# fixed dates in generated files (matplotlib's SVG/PDF metadata), so a rerun changes nothing
+export SOURCE_DATE_EPOCH := 0
 
-.PHONY: help setup book test check lint pair notebook bench mutate lab notebooks lock clean
+.PHONY: help setup book test check lint pair notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
 
 help:
 	@echo "make book       set up .venv, execute the notebooks, build the website in _build/html"
@@ -22,8 +24,11 @@ help:
 	@echo "                bench/results.json, bench/tables, bench/figures, PASS/FAIL per target (a few minutes)"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
 	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice"
-	@echo "make lab        open the notebooks in JupyterLab"
+	@echo "make lab        open the notebooks in JupyterLab (options: make lab LAB_OPTS=--allow-root)"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
+	@echo "make notebook-headers   write every notebook's canonical setup cell and metadata (no execution)"
+	@echo "make wheel      build attncore's wheel into _build/html (the site publishes it)"
+	@echo "make pdf        the whole course as one PDF: _build/pdf/attention-proved.pdf"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"
 	@echo "make clean      remove _build and mutants (keeps .venv)"
 
@@ -67,15 +72,14 @@ check: $(STAMP)
 # stop it, so they are dropped afterwards (a refresh then changes only what the run
 # changed); then the text twin is rewritten.
 EXECUTE := $(BIN)/jupyter execute --inplace --timeout=300
-DROP_TIMESTAMPS := $(BIN)/python -c 'import sys, nbformat; \
-	nbs = {p: nbformat.read(p, as_version=4) for p in sys.argv[1:]}; \
-	[cell.metadata.pop("execution", None) for nb in nbs.values() for cell in nb.cells]; \
-	[nbformat.write(nb, p) for p, nb in nbs.items()]'
+# after a run: the canonical setup cell, JupyterLab's file form, no timestamps (scripts/notebook_header.py)
+NORMALISE := $(BIN)/python scripts/notebook_header.py
 
 notebook: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make notebook NB=notebooks/NAME.ipynb"; exit 2; }
+	$(NORMALISE) $(NB)
 	$(EXECUTE) $(NB)
-	$(DROP_TIMESTAMPS) $(NB)
+	$(NORMALISE) $(NB)
 	$(BIN)/jupytext --quiet --to md:myst $(NB)
 	$(BIN)/python -m pytest -o addopts="--nbval --nbval-current-env -p no:cacheprovider" $(NB)
 
@@ -99,14 +103,36 @@ $(MUTATE_STAMP): $(STAMP) requirements-mutate.txt
 mutate: $(MUTATE_STAMP)
 	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2
 
-lab: $(STAMP)
+# JupyterLab serves the repository root (so a notebook's link ../book/CHAPTER.md opens the
+# chapter) and starts in notebooks/. LAB_OPTS goes to JupyterLab unchanged, e.g.
+#   make lab LAB_OPTS=--allow-root          (as root, common in containers)
+#   make lab LAB_OPTS="--no-browser --ip=0.0.0.0 --port=8888"
+LAB_OPTS ?=
+LAB_STAMP := $(VENV)/.lab-installed
+$(LAB_STAMP): $(STAMP) requirements-lab.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lab.txt
-	$(BIN)/jupyter lab notebooks
+	@touch $(LAB_STAMP)
+
+lab: $(LAB_STAMP)
+	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_OPTS)
 
 notebooks: $(STAMP)
+	$(NORMALISE) notebooks/*.ipynb
 	$(EXECUTE) notebooks/*.ipynb
-	$(DROP_TIMESTAMPS) notebooks/*.ipynb
+	$(NORMALISE) notebooks/*.ipynb
 	$(BIN)/jupytext --quiet --to md:myst notebooks/*.ipynb
+
+# the canonical setup cell and JupyterLab's metadata in every notebook (no execution)
+notebook-headers: $(STAMP)
+	$(BIN)/python scripts/notebook_header.py
+
+# the whole course as one PDF (single-page HTML printed by Debian's chromium; see the script)
+pdf: $(STAMP)
+	$(BIN)/python scripts/build_pdf.py
+
+# attncore's wheel, published next to the website's pages (the notebooks' setup cell installs it)
+wheel: $(STAMP)
+	$(BIN)/python scripts/build_wheel.py _build/html
 
 lock:
 	rm -rf /tmp/attncore-lock && $(PYTHON) -m venv /tmp/attncore-lock

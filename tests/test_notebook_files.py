@@ -40,3 +40,106 @@ def test_text_twin_is_in_sync(path):
 def test_every_text_twin_has_a_notebook():
     orphans = [p.name for p in (ROOT / "notebooks").glob("*.md") if not p.with_suffix(".ipynb").is_file()]
     assert not orphans, f"text twins without a notebook: {orphans}"
+
+
+# ---- portable notebooks (scripts/notebook_header.py) ------------------------------------
+
+import ast  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import notebook_header  # noqa: E402
+
+REFRESH = "run `python scripts/notebook_header.py` (then `make notebook NB=...` if outputs changed)"
+
+
+def code_cells(path):
+    return [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_code_cell_is_the_canonical_setup_cell(path):
+    """A downloaded notebook (or a Colab session) installs attncore in its first cell."""
+    first = "".join(code_cells(path)[0]["source"])
+    assert first == notebook_header.setup_cell_source(), (
+        f"{path.name}: the first code cell is not the canonical setup cell; {REFRESH}"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_as_jupyterlab_writes_it(path):
+    """Opening the notebook in JupyterLab and saving it must not change the file."""
+    assert not notebook_header.process(path, check=True), (
+        f"{path.name}: kernelspec, execution counts, glue imports or JSON layout are not "
+        f"canonical; {REFRESH}"
+    )
+
+
+def test_setup_cell_installs_from_the_one_repository_address():
+    source = notebook_header.setup_cell_source()
+    assert notebook_header.wheel_url() in source
+    assert notebook_header.wheel_url().startswith(notebook_header.pages_url(notebook_header.repository_url()))
+    assert source.splitlines()[0].startswith("# Setup: ")  # one line says what the cell does
+    # The address appears in _config.yml and nowhere else in the tracked sources.
+    repo = notebook_header.repository_url()
+    owner_name = repo.removeprefix("https://github.com/")
+    offenders = [
+        str(p.relative_to(ROOT)) for p in [*ROOT.glob("*.md"), *ROOT.glob("*.yml"), *ROOT.glob("binder/*"),
+                                           *ROOT.glob(".github/workflows/*"), *ROOT.glob("scripts/*.py")]
+        if p.is_file() and p.name != "_config.yml" and owner_name in p.read_text(encoding="utf-8")
+    ]
+    assert not offenders, f"the repository address is written outside _config.yml in {offenders}"
+
+
+def is_global_ignore(node: ast.AST) -> bool:
+    """``warnings.filterwarnings("ignore")`` or ``simplefilter("ignore")`` with no category/message."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))):
+        return False
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+    if name not in ("filterwarnings", "simplefilter") or not node.args:
+        return False
+    first = node.args[0]
+    if not (isinstance(first, ast.Constant) and first.value == "ignore"):
+        return False
+    narrowing = {"category", "message", "module"}
+    return len(node.args) == 1 and not narrowing & {k.arg for k in node.keywords}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_notebook_silences_all_warnings(path):
+    """A warning is evidence; silence only the one you have explained, by category or message."""
+    offenders = []
+    for k, cell in enumerate(code_cells(path), start=1):
+        source = "\n".join(
+            line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
+            for line in "".join(cell["source"]).splitlines()
+        )
+        if any(is_global_ignore(n) for n in ast.walk(ast.parse(source))):
+            offenders.append(f"code cell {k}")
+    assert not offenders, f"{path.name}: {offenders} ignore every warning; filter a category or message instead"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_chapter_link_in_first_markdown_cell(path):
+    """The first cell links to its chapter by a relative .md path: a page link on the site,
+    and a file link that JupyterLab (served from the repository root by `make lab`) and Binder open."""
+    cells = json.loads(path.read_text())["cells"]
+    first = "".join(cells[0]["source"])
+    assert cells[0]["cell_type"] == "markdown", f"{path.name}: the first cell is not markdown"
+    links = re.findall(r"\]\((\.\./book/[^)#\s]+\.md)(#[^)]*)?\)", first)
+    assert links, f"{path.name}: the first cell has no link of the form [chapter](../book/NAME.md)"
+    for target, _ in links:
+        assert (path.parent / target).resolve().is_file(), f"{path.name}: {target} does not exist"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_glue_comes_from_the_setup_cell(path):
+    """myst-nb is the book's toolchain, not the reader's: only the setup cell imports it
+    (with a fallback), so a downloaded notebook that glues figures still runs."""
+    later = code_cells(path)[1:]
+    offenders = [k for k, cell in enumerate(later, start=2) if "myst_nb" in "".join(cell["source"])]
+    assert not offenders, (
+        f"{path.name}: code cells {offenders} use myst_nb directly; use the setup cell's `glue` "
+        f"({REFRESH.split(' (')[0]} removes `from myst_nb import glue` lines)"
+    )

@@ -1,0 +1,59 @@
+"""Hooks for the notebooks under nbval (here at the root so that they apply to notebooks/).
+
+The unit tests' fixtures live in tests/conftest.py.
+"""
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+
+
+# ---- notebooks under nbval ----------------------------------------------------------------
+
+def _is_nbval_cell(item) -> bool:
+    return type(item).__name__ == "IPyNbCell" and hasattr(item, "cell_num")
+
+
+def pytest_collection_modifyitems(items):
+    """Compare stored figures too: nbval skips PNG outputs unless told otherwise.
+
+    Figures are made byte for byte reproducible (fixed matplotlib metadata and the
+    Agg renderer, see notebooks' stored PNGs), so an edited cell that leaves a stale
+    figure below it fails here. Cells tagged ``nbval-ignore-output`` (timings) are
+    still not compared.
+    """
+    for item in items:
+        if _is_nbval_cell(item):
+            item.parent.skip_compare = tuple(k for k in item.parent.skip_compare if k != "image/png")
+
+
+def reader_location(item) -> str:
+    """Where the failing cell is, as a reader sees it in JupyterLab, and how to refresh it."""
+    path = Path(str(item.fspath))
+    try:
+        rel = path.relative_to(ROOT).as_posix()
+    except ValueError:
+        rel = str(path)
+    cells = getattr(item.parent, "nb", None)
+    cells = cells.cells if cells is not None else []
+    position = next((i for i, c in enumerate(cells) if c is item.cell), None)
+    count = item.cell.get("execution_count") or item.cell_num + 1
+    first_line = next((line for line in item.cell.source.splitlines() if line.strip()), "")
+    where = f"cell {position + 1} from the top, counting markdown cells; " if position is not None else ""
+    return (
+        f"{rel}: the cell shown as [{count}] in JupyterLab ({where}code cell {item.cell_num + 1}; "
+        f"it begins: {first_line[:80]!r}).\n"
+        f"If you changed this notebook (or the code it calls) on purpose, refresh its stored outputs "
+        f"and commit them:\n    make notebook NB={rel}\n"
+        f"(nbval below counts code cells from 0: its 'Cell {item.cell_num}' is this cell.)"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when == "call" and _is_nbval_cell(item):
+        report.longrepr = f"{reader_location(item)}\n\n{report.longrepr}"

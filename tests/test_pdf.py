@@ -1,0 +1,161 @@
+"""`make pdf`: the whole course in one PDF, read back as text.
+
+The PDF is built once per session (scripts/build_pdf.py, into $BOOK_OUTPUT/_build/pdf;
+the notebooks come from the execution cache the book build fills). Its pages are
+converted to text with pypdf; the tests fail on raw TeX (math MathJax did not
+typeset), on missing figures, on a missing chapter and on an implausibly small page count.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import notebook_header  # noqa: E402
+
+pytestmark = pytest.mark.book
+OUTPUT = Path(os.environ.get("BOOK_OUTPUT", ROOT)).resolve()
+PDF = OUTPUT / "_build" / "pdf" / "attention-proved.pdf"
+# Math delimiters MathJax consumes when it typesets: any left in the text is untypeset math.
+DELIMITERS = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$")
+# TeX commands; code listings legitimately contain them (docstrings' :math:, matplotlib
+# labels in strings), so they count only on a line that is not code.
+TEX_COMMAND = re.compile(
+    r"(?<!\\)\\(frac|sqrt|mathrm|mathbf|mathbb|operatorname|begin|end|sum|prod|top|cdot|"
+    r"alpha|beta|theta|omega|lambda|infty|dots|ldots|le|ge|in|to)\b"
+)
+CODE_LINE = re.compile(r"[\"'=]|:math:|\.\. math|^\s{4}")
+
+
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections", []))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters", []))
+    return files
+
+
+def stored_figures() -> int:
+    """PNG outputs stored in the notebooks, each of which must reach the PDF."""
+    count = 0
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            for output in cell.get("outputs", []):
+                count += "image/png" in output.get("data", {})
+    return count
+
+
+@pytest.fixture(scope="module")
+def pdf():
+    if not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
+        message = "no chromium on this machine (apt-get install chromium); make pdf prints with it"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_pdf.py")], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    print(proc.stdout.strip().splitlines()[-1])
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(PDF))
+    pages = [page.extract_text() or "" for page in reader.pages]
+    images = sum(count_images(page) for page in reader.pages)
+    return reader, pages, images
+
+
+def count_images(page) -> int:
+    """Image XObjects drawn on the page (read from its resources, not decoded)."""
+    resources = page.get("/Resources")
+    xobjects = resources.get_object().get("/XObject") if resources is not None else None
+    if xobjects is None:
+        return 0
+    xobjects = xobjects.get_object()
+    return sum(xobjects[name].get_object().get("/Subtype") == "/Image" for name in xobjects)
+
+
+def test_pdf_has_plausibly_many_pages(pdf):
+    _, pages, _ = pdf
+    documents = len(toc_files())
+    assert len(pages) >= 3 * documents, f"{len(pages)} pages for {documents} documents"
+    assert sum(len(t) for t in pages) > 200_000, "too little text: pages are missing or blank"
+
+
+def raw_tex(pages: list[str]) -> list[tuple[int, str]]:
+    """(page number, line) for every line of the PDF's text that shows untypeset TeX."""
+    found = []
+    for number, text in enumerate(pages, start=1):
+        for line in text.splitlines():
+            if DELIMITERS.search(line) or (TEX_COMMAND.search(line) and not CODE_LINE.search(line)):
+                found.append((number, line.strip()[:120]))
+    return found
+
+
+def test_raw_tex_detector():
+    """The detector sees untypeset math in prose and leaves code listings alone."""
+    assert raw_tex(["Notebook: why the scores are divided by \\sqrt{D}: the variance"])
+    assert raw_tex(["where \\(x \\in \\mathbb{R}^n\\) is"]) and raw_tex(["$$a^2$$"])
+    assert not raw_tex(['labels = {True: r"scores / $\\sqrt{D}$"}', "the variance of q·k is D"])
+
+
+def test_pdf_math_is_typeset(pdf):
+    _, pages, _ = pdf
+    raw = raw_tex(pages)
+    assert not raw, f"untypeset TeX in the PDF (page, line): {raw[:20]}"
+
+
+def test_pdf_has_every_figure(pdf):
+    _, _, images = pdf
+    assert images >= stored_figures(), f"{images} images in the PDF, {stored_figures()} figures in the notebooks"
+
+
+def chapter_titles() -> list[str]:
+    """The first heading of every Markdown page of the book (chapters and appendices)."""
+    titles = []
+    for name in toc_files()[1:]:  # the root page is the title page, not a chapter
+        path = ROOT / f"{name}.md"
+        if path.is_file():
+            heading = next((line for line in path.read_text().splitlines() if line.startswith("# ")), None)
+            if heading and "$" not in heading:
+                titles.append(heading[2:].replace("`", "").strip())
+    return titles
+
+
+def test_pdf_has_contents_and_every_chapter(pdf):
+    reader, pages, _ = pdf
+    # NFKC undoes the typographic ligatures (the "fi" of "infinite") of the PDF's text
+    squash = lambda text: re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).lower()  # noqa: E731
+    titles = chapter_titles()
+    assert len(titles) >= 5, titles
+    # the table of contents: one of the first pages lists every chapter and appendix
+    contents = [squash(page) for page in pages[:4]]
+    assert any(all(squash(t) in page for t in titles) for page in contents), (
+        f"no table of contents listing {titles} on the first pages"
+    )
+    assert reader.outline, "the PDF has no outline (bookmarks)"
+    text = squash("\n".join(pages))
+    missing = [t for t in titles if text.count(squash(t)) < 2]  # in the contents and as a heading
+    assert not missing, f"chapters missing from the PDF: {missing}"
+
+
+def test_site_links_to_the_published_pdf():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    footer = config["html"]["extra_footer"]
+    href = re.search(r'href="([^"]+)"', footer).group(1)
+    assert href == notebook_header.pages_url() + PDF.name, href
