@@ -126,9 +126,10 @@ notebooks: $(STAMP)
 notebook-headers: $(STAMP)
 	$(BIN)/python scripts/notebook_header.py
 
-# the whole course as one PDF (single-page HTML printed by Debian's chromium; see the script)
+# the whole course as one PDF (single-page HTML printed by Debian's chromium; see scripts/build_pdf.py),
+# then read back as text by tests/test_pdf.py (raw TeX, missing figures, too few pages fail)
 pdf: $(STAMP)
-	$(BIN)/python scripts/build_pdf.py
+	ATTNCORE_PDF=1 $(BIN)/python -m pytest -o addopts="--strict-markers -ra -p no:cacheprovider" tests/test_pdf.py
 
 # attncore's wheel, published next to the website's pages (the notebooks' setup cell installs it)
 wheel: $(STAMP)
