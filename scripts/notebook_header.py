@@ -79,13 +79,10 @@ def setup_cell_source(wheel: str | None = None) -> str:
     """The canonical first code cell; ``wheel`` replaces the published wheel's address (tests)."""
     return f'''\
 # Setup: installs attncore, this course's package, from the course website when it is missing (Colab, a download).
-try:
-    import attncore
-except ModuleNotFoundError:
+import importlib.util
+if importlib.util.find_spec("attncore") is None:
     %pip install --quiet "attncore[notebooks] @ {wheel or wheel_url()}"
-    import importlib
     importlib.invalidate_caches()
-    import attncore
 try:
     from myst_nb import glue  # puts a value or a figure on a chapter page of the book
 except ModuleNotFoundError:  # outside the book's toolchain, glue just shows it
