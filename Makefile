@@ -18,7 +18,8 @@ help:
 	@echo "make notebook NB=notebooks/NAME.ipynb   refresh one notebook's outputs, then nbval-check it"
 	@echo "make bench      run the benchmark suite: bench/results.json, bench/figures, PASS/FAIL per target"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
-	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice"
+	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice;"
+	@echo "                make mutate MODULES=_attention runs one module's mutants and merges the results"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"
@@ -59,8 +60,9 @@ $(MUTATE_STAMP): $(STAMP) requirements-mutate.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt -c requirements.txt
 	@touch $(MUTATE_STAMP)
 
+# MODULES="_attention _norms" runs only those modules' mutants and merges their results.
 mutate: $(MUTATE_STAMP)
-	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2
+	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2 $(if $(MODULES),--modules $(MODULES))
 
 lab: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-lab.txt
