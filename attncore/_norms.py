@@ -89,8 +89,8 @@ def layer_norm(x, gamma=None, beta=None, *, eps=1e-5):
     array([0., 0., 0.])
     """
     x = as_float_array(x, "x", ("...", "d"))
-    # eps is added in float64 or wider (see _standardize): any finite float64, as check_real returns it, fits.
-    eps = check_real(eps, "eps", minimum=0)
+    # eps is added in float64 (see _standardize): it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", np.result_type(x, np.float64), minimum=0)
     return _affine(_standardize(x, (-1,), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
@@ -139,8 +139,8 @@ def rms_norm(x, gamma=None, *, eps=1e-6):
     1.0
     """
     x = as_float_array(x, "x", ("...", "d"))
-    # eps is added in float64 or wider (see _standardize): any finite float64, as check_real returns it, fits.
-    eps = check_real(eps, "eps", minimum=0)
+    # eps is added in float64 (see _standardize): it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", np.result_type(x, np.float64), minimum=0)
     return _affine(_standardize(x, (-1,), eps, centre=False), gamma, None).astype(x.dtype, copy=False)
 
 
@@ -188,8 +188,8 @@ def instance_norm(x, gamma=None, beta=None, *, eps=1e-5):
     False
     """
     x = as_float_array(x, "x", ("...", "n", "d"))
-    # eps is added in float64 or wider (see _standardize): any finite float64, as check_real returns it, fits.
-    eps = check_real(eps, "eps", minimum=0)
+    # eps is added in float64 (see _standardize): it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", np.result_type(x, np.float64), minimum=0)
     return _affine(_standardize(x, (-2,), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
@@ -239,8 +239,8 @@ def batch_norm(x, gamma=None, beta=None, *, eps=1e-5):
     False
     """
     x = as_float_array(x, "x", ("...", "b", "d"))
-    # eps is added in float64 or wider (see _standardize): any finite float64, as check_real returns it, fits.
-    eps = check_real(eps, "eps", minimum=0)
+    # eps is added in float64 (see _standardize): it must be finite there, and not round to 0 unless it is 0.
+    eps = check_real(eps, "eps", np.result_type(x, np.float64), minimum=0)
     return _affine(_standardize(x, tuple(range(x.ndim - 1)), eps), gamma, beta).astype(x.dtype, copy=False)
 
 

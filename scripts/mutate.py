@@ -190,7 +190,8 @@ def classify(modules, survivors):
         live = m["total"] - m["equivalent"] - m["not_run"]  # the non-equivalent mutants run
         m["score"] = (m["killed"] + m["timeout"]) / live if live else None
     keys = {s.get("key") for s in survivors}
-    return sorted(set(equivalent) - keys)
+    # only entries of the modules measured can be stale
+    return sorted(k for k in set(equivalent) - keys if k.split(".")[0] in modules)
 
 
 def _natural(name):
@@ -227,6 +228,10 @@ def markdown(r):
                  if (m["run"]["date"], m["run"]["mode"], m["run"]["minutes"]) == (date, mode, minutes)]
         out.append(f"{i}. {date}: {MODES[mode]}, {'time not measured' if minutes is None else f'{minutes:.0f} minutes'}"
                    f" ({', '.join(names)}).")
+    missing = sorted(set(p.stem for p in (ROOT / "attncore").glob("_*.py") if not p.stem.startswith("__")) - set(r["modules"]))
+    if missing:
+        out += ["", "Not measured in these results (no run of their mutants is recorded yet): "
+                + ", ".join(f"`{m}`" for m in missing) + "."]
     out += [
         "",
         f"**Score: {pct(t['score'])}** of the {t['total'] - t['equivalent'] - t['not_run']} non-equivalent "
@@ -293,7 +298,7 @@ def main():
     if args.rerun_survivors is not None:
         mode, touched = "rerun", set(args.rerun_survivors or prev_modules)
         names = [s["mutant"] for s in previous.get("survivors", [])
-                 if Path(s["file"]).stem in touched and s["status"] != "equivalent"]
+                 if Path(s["file"]).stem in touched and s["status"] == "survived"]
     elif args.modules:
         mode, touched = "modules", set(args.modules)
         names = [f"attncore.{m}.*" for m in sorted(touched)]
@@ -322,13 +327,12 @@ def main():
             if mode == "rerun":
                 m["run"] = {**m["run"], "first": prev_modules.get(name, {}).get("run")}
                 m["before"] = prev_modules.get(name, {}).get("before", prev_modules.get(name, {}).get("score"))
-        elif mode is None and name in fresh and name in prev_modules and not fresh[name].get("not_run"):
-            m = {**fresh[name], "run": prev_modules[name]["run"]}  # --report-only: mutants/ is current
-            if prev_modules[name].get("before") is not None:
-                m["before"] = prev_modules[name]["before"]
         elif mode is None and name in fresh and fresh[name]["total"] > fresh[name].get("not_run", 0):
-            # --report-only after a plain `mutmut run`: the module's first appearance
-            m = {**fresh[name], "run": {"date": now, "mode": "modules", "minutes": None}}
+            # --report-only: mutants/ holds results for this module; keep the run they came from
+            prev = prev_modules.get(name, {})
+            m = {**fresh[name], "run": prev.get("run", {"date": now, "mode": "modules", "minutes": None})}
+            if prev.get("before") is not None:
+                m["before"] = prev["before"]
         elif name in prev_modules:
             modules[name] = prev_modules[name]
             survivors += [s for s in previous["survivors"] if Path(s["file"]).stem == name]
