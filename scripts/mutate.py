@@ -215,7 +215,11 @@ def totals(modules):
 def markdown(r):
     """The results as a Markdown fragment for the appendix (no top-level heading)."""
     t = r["totals"]
-    runs = sorted({(m["run"]["date"], m["run"]["mode"], m["run"]["minutes"]) for m in r["modules"].values()})
+    def key(run):
+        return (run["date"], run["mode"], run["minutes"])
+
+    runs = sorted({key(m["run"]) for m in r["modules"].values()}
+                  | {key(m["run"]["first"]) for m in r["modules"].values() if m["run"].get("first")})
     out = [
         f"Measured with {r['tool']} {r['version']} on {r['machine']['cpu']} ({r['machine']['cores']} cores, "
         f"Python {r['machine']['python']}), {r['max_children']} worker processes under `nice`, on a machine "
@@ -225,7 +229,7 @@ def markdown(r):
     ]
     for i, (date, mode, minutes) in enumerate(runs, 1):
         names = [f"`{k}`" for k, m in r["modules"].items()
-                 if (m["run"]["date"], m["run"]["mode"], m["run"]["minutes"]) == (date, mode, minutes)]
+                 if (date, mode, minutes) in (key(m["run"]), m["run"].get("first") and key(m["run"]["first"]))]
         out.append(f"{i}. {date}: {MODES[mode]}, {'time not measured' if minutes is None else f'{minutes:.0f} minutes'}"
                    f" ({', '.join(names)}).")
     missing = sorted(set(p.stem for p in (ROOT / "attncore").glob("_*.py") if not p.stem.startswith("__")) - set(r["modules"]))
@@ -238,20 +242,21 @@ def markdown(r):
         f"mutants {'run ' if t['not_run'] else ''}killed "
         f"(target {100 * TARGET:.0f}%); {t['survived']} survive, {t['equivalent']} are equivalent"
         + (f"; **{t['not_run']} were not run** (the score is over the mutants that were run)" if t["not_run"] else "")
-        + ".",
+        + ". A *timeout* (the tests of a mutant ran past mutmut's CPU-time limit, 30 times their measured time "
+        "plus 30 seconds) counts as killed, as mutmut counts it.",
         "",
     ]
     before = any(m.get("before") is not None for m in r["modules"].values())
     if before:
         out += ["The column *before* is a module's score in the run of all its mutants, before its survivors were "
-                "run again against the tests written for them (`tests/test_strength_*.py`) and before any "
-                "survivor was marked equivalent.", ""]
+                "run again against the tests written for them (`tests/test_strength_*.py`).", ""]
     head = ("| module | run | mutants | killed | timeout | survived | equivalent |"
             + (" before |" if before else "") + " score |")
     out += [head, "| --- |" + " ---: |" * (head.count("|") - 2)]
     for name, m in list(r["modules"].items()) + [("all", t)]:
         label = ("**all**" if name == "all" else f"`{name}`") + (f" (partial: {m['not_run']} not run)" if m["not_run"] else "")
-        run = "" if name == "all" else str(1 + runs.index((m["run"]["date"], m["run"]["mode"], m["run"]["minutes"])))
+        run = "" if name == "all" else ", ".join(
+            str(1 + runs.index(key(x))) for x in (m["run"].get("first"), m["run"]) if x)
         out.append(f"| {label} | {run} | {m['total']} | {m['killed']} | {m['timeout']} | {m['survived']} "
                    f"| {m['equivalent']} |" + (f" {pct(m.get('before'))} |" if before else "") + f" {pct(m['score'])} |")
     for title, status in (("Surviving mutants (gaps in the tests)", "survived"),
