@@ -18,7 +18,7 @@ help:
 	@echo "make notebook NB=notebooks/NAME.ipynb   refresh one notebook's outputs, then nbval-check it"
 	@echo "make bench      run the benchmark suite: bench/results.json, bench/figures, PASS/FAIL per target"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
-	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice;"
+	@echo "                slow: 1 h on a quiet 2-core machine (2 workers, nice), several on a busy one;"
 	@echo "                make mutate MODULES=_attention runs one module's mutants and merges the results"
 	@echo "make lab        open the notebooks in JupyterLab"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
