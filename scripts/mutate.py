@@ -218,8 +218,11 @@ def markdown(r):
     def key(run):
         return (run["date"], run["mode"], run["minutes"])
 
-    runs = sorted({key(m["run"]) for m in r["modules"].values()}
-                  | {key(m["run"]["first"]) for m in r["modules"].values() if m["run"].get("first")})
+    def chain(run):  # the runs a module's numbers come from: first run, continuation, survivors' reruns
+        out = chain(run["first"]) if run.get("first") else []
+        return out + [run] + ([run["continued"]] if run.get("continued") else [])
+
+    runs = sorted({key(x) for m in r["modules"].values() for x in chain(m["run"])})
     out = [
         f"Measured with {r['tool']} {r['version']} on {r['machine']['cpu']} ({r['machine']['cores']} cores, "
         f"Python {r['machine']['python']}), {r['max_children']} worker processes under `nice`, on a machine "
@@ -229,7 +232,7 @@ def markdown(r):
     ]
     for i, (date, mode, minutes) in enumerate(runs, 1):
         names = [f"`{k}`" for k, m in r["modules"].items()
-                 if (date, mode, minutes) in (key(m["run"]), m["run"].get("first") and key(m["run"]["first"]))]
+                 if (date, mode, minutes) in [key(x) for x in chain(m["run"])]]
         out.append(f"{i}. {date}: {MODES[mode]}, {'time not measured' if minutes is None else f'{minutes:.0f} minutes'}"
                    f" ({', '.join(names)}).")
     missing = sorted(set(p.stem for p in (ROOT / "attncore").glob("_*.py") if not p.stem.startswith("__")) - set(r["modules"]))
@@ -256,7 +259,7 @@ def markdown(r):
     for name, m in list(r["modules"].items()) + [("all", t)]:
         label = ("**all**" if name == "all" else f"`{name}`") + (f" (partial: {m['not_run']} not run)" if m["not_run"] else "")
         run = "" if name == "all" else ", ".join(
-            str(1 + runs.index(key(x))) for x in (m["run"].get("first"), m["run"]) if x)
+            dict.fromkeys(str(1 + runs.index(key(x))) for x in chain(m["run"])))
         out.append(f"| {label} | {run} | {m['total']} | {m['killed']} | {m['timeout']} | {m['survived']} "
                    f"| {m['equivalent']} |" + (f" {pct(m.get('before'))} |" if before else "") + f" {pct(m['score'])} |")
     for title, status in (("Surviving mutants (gaps in the tests)", "survived"),
@@ -281,7 +284,9 @@ def markdown(r):
 
 MODES = {"full": "all mutants of the package, from scratch", "modules": "all mutants of the modules named",
          "rerun": "the previous survivors of the modules named, run again against the current tests",
-         "imported": "carried over from an earlier results file"}
+         "imported": "carried over from an earlier results file",
+         "continued": "an earlier stopped run of these modules, continued over the mutants that it "
+                      "had not reached (stopped again for time)"}
 
 
 def main():

@@ -39,3 +39,20 @@ def test_describe_prints_small_arrays_on_one_line_with_commas():
     # numpy's own repr style (entries separated by ", "), with a matrix's line breaks removed
     assert describe(np.arange(3.0)) == "array [0., 1., 2.] (dtype float64, shape (3,))"
     assert describe(np.eye(2)) == "array [[1., 0.], [0., 1.]] (dtype float64, shape (2, 2))"
+
+
+def test_check_float_dtype_names_dtype_and_the_value_given():
+    from attncore._checks import check_float_dtype
+    from strength import raises_naming
+    with raises_naming(TypeError, "dtype", "'no such type'"):
+        check_float_dtype("no such type")
+    with raises_naming(TypeError, "dtype", "int64"):
+        check_float_dtype(np.int64)
+
+
+def test_check_positive_checks_in_the_dtype_it_is_given():
+    from attncore._checks import check_positive
+    from strength import raises_naming
+    assert check_positive(1e-300, "t") == 1e-300  # representable in float64
+    with raises_naming(ValueError, "t", "float32"):
+        check_positive(1e-300, "t", np.float32)  # rounds to 0 in float32

@@ -32,3 +32,12 @@ def test_bad_eps_is_an_error_naming_eps(name):
     with raises_naming(TypeError, "eps"):
         NORMS[name](x, eps="0.1")
     assert np.all(np.isfinite(NORMS[name](x, eps=0.0)))
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "instance_norm", "batch_norm"])
+def test_a_gamma_or_beta_of_the_wrong_length_names_itself_and_x(name):
+    x = np.arange(6.0).reshape(2, 3)
+    with raises_naming(ValueError, "gamma", "to match x of shape (2, 3)"):
+        NORMS[name](x, gamma=np.ones(4))
+    with raises_naming(ValueError, "beta", "to match x of shape (2, 3)"):
+        NORMS[name](x, beta=np.ones(2))
