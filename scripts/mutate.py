@@ -309,6 +309,7 @@ def main():
         mode, touched = "rerun", set(args.rerun_survivors or prev_modules)
         names = [s["mutant"] for s in previous.get("survivors", [])
                  if Path(s["file"]).stem in touched and s["status"] == "survived"]
+        touched = {n.split(".")[1] for n in names}  # a module without survivors keeps its run
     elif args.modules:
         mode, touched = "modules", set(args.modules)
         names = [f"attncore.{m}.*" for m in sorted(touched)]
