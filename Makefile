@@ -23,7 +23,8 @@ help:
 	@echo "make bench      installs torch (requirements-bench.txt), times attncore against it and its bounds:"
 	@echo "                bench/results.json, bench/tables, bench/figures, PASS/FAIL per target (a few minutes)"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
-	@echo "                slow: about an hour (60 min measured) on a shared 2-core machine, 2 workers, nice"
+	@echo "                slow: 1 h on a quiet 2-core machine (2 workers, nice), several on a busy one;"
+	@echo "                make mutate MODULES=_attention runs one module's mutants and merges the results"
 	@echo "make lab        open the notebooks in JupyterLab (options: make lab LAB_OPTS=--allow-root)"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
 	@echo "make notebook-headers   write every notebook's canonical setup cell and metadata (no execution)"
@@ -100,8 +101,9 @@ $(MUTATE_STAMP): $(STAMP) requirements-mutate.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt -c requirements.txt
 	@touch $(MUTATE_STAMP)
 
+# MODULES="_attention _norms" runs only those modules' mutants and merges their results.
 mutate: $(MUTATE_STAMP)
-	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2
+	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2 $(if $(MODULES),--modules $(MODULES))
 
 # JupyterLab serves the repository root (so a notebook's link ../book/CHAPTER.md opens the
 # chapter) and starts in notebooks/. LAB_OPTS goes to JupyterLab unchanged, e.g.

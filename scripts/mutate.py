@@ -24,6 +24,13 @@ Usage::
                                                  # that survived in mutants/ (keeps the full
                                                  # run's time and scores as "before")
     python scripts/mutate.py --max-children 2
+    python scripts/mutate.py --modules _norms _block   # run only these modules' mutants
+                                                 # (keeps mutants/ and the other modules' results;
+                                                 # `make mutate MODULES="_norms _block"`)
+
+Every module's entry in the results records when and how its mutants were last
+run (``run``: date, mode, minutes of the mmutmut invocation that ran them), so a
+report merged from several runs says which numbers are current.
 
 Run it under ``nice``: it keeps ``--max-children`` processes busy for the
 better part of an hour on a 2-core machine.
@@ -118,18 +125,20 @@ def change_of(diff):
 
 
 def collect():
-    """Every mutant's status from mutants/*.meta, survivors with their diffs."""
+    """Every mutant's status from mutants/*.meta, by module; the unkilled ones with their diffs.
+
+    A mutant that no test reaches ("no tests") is a gap like a survivor and is reported as
+    one; a mutant that was not run (yet) is only counted.
+    """
     os.chdir(ROOT)
     from mutmut.mutation.diff_apply import get_diff_for_mutant
     from mutmut.stats import status_by_exit_code
 
-    entries = (yaml.safe_load(EQUIVALENT.read_text()) if EQUIVALENT.exists() else None) or []
-    equivalent = {e["mutant"]: e["why"] for e in entries}
-    modules, survivors, seen = {}, [], Counter()
+    modules, survivors = {}, []
     for meta in sorted((ROOT / "mutants" / "attncore").glob("*.py.meta")):
         rel = Path("attncore") / meta.name[: -len(".meta")]
         data = json.loads(meta.read_text())
-        counts = Counter()
+        counts, seen = Counter(), Counter()
         source_lines = (ROOT / rel).read_text().splitlines()
         starts = function_starts(ROOT / rel)
         for name, code in sorted(data["exit_code_by_key"].items(), key=lambda kv: _natural(kv[0])):
@@ -138,9 +147,9 @@ def collect():
             if status in ("killed", "timeout"):
                 counts[status] += 1
                 continue
-            if status != "survived":  # not run (or no test covers it): named and counted only
-                counts["other"] += 1
-                survivors.append({"mutant": name, "status": status, "file": str(rel)})
+            if status not in ("survived", "no tests"):  # not run (yet): named and counted only
+                counts["not_run"] += 1
+                survivors.append({"mutant": name, "status": "not run", "file": str(rel)})
                 continue
             diff = get_diff_for_mutant(name, path=rel)
             func = name.split(".")[-1].split("__mutmut_")[0]
@@ -151,24 +160,38 @@ def collect():
             seen[key] += 1
             if seen[key] > 1:
                 key += f" (#{seen[key]})"
-            entry = {"mutant": name, "status": status, "file": str(rel), "line": line,
-                     "function": pyname, "key": key, "diff": diff}
-            if status == "survived" and key in equivalent:
-                entry["status"] = "equivalent"
-                entry["why"] = str(equivalent[key]).strip()
-            counts[entry["status"] if entry["status"] in ("survived", "equivalent") else "other"] += 1
-            survivors.append(entry)
-        if not counts["total"]:
-            continue
-        live = counts["total"] - counts["equivalent"] - counts["other"]  # of the mutants run
-        modules[rel.stem] = {
-            "total": counts["total"], "killed": counts["killed"], "survived": counts["survived"],
-            "timeout": counts["timeout"], "equivalent": counts["equivalent"],
-            "not_run": counts["other"],
-            "score": (counts["killed"] + counts["timeout"]) / live if live else None,
-        }
-    stale = sorted(set(equivalent) - set(seen) - {k for k in equivalent if re.search(r" \(#\d+\)$", k)})
-    return modules, survivors, stale
+            survivors.append({"mutant": name, "status": "survived", "file": str(rel), "line": line,
+                              "function": pyname, "key": key, "diff": diff,
+                              **({"reached": False} if status == "no tests" else {})})
+        if counts["total"]:
+            modules[rel.stem] = dict(counts)
+    return modules, survivors
+
+
+def classify(modules, survivors):
+    """Mark the survivors explained in bench/mutation_equivalent.yml; count and score each module.
+
+    Returns the explanations that match no survivor (stale entries, to be removed by hand).
+    """
+    entries = (yaml.safe_load(EQUIVALENT.read_text()) if EQUIVALENT.exists() else None) or []
+    equivalent = {e["mutant"]: str(e["why"]).strip() for e in entries}
+    for s in survivors:
+        if s["status"] in ("survived", "equivalent"):
+            s.pop("why", None)
+            s["status"] = "equivalent" if s["key"] in equivalent else "survived"
+            if s["status"] == "equivalent":
+                s["why"] = equivalent[s["key"]]
+    for name, m in modules.items():
+        mine = [s for s in survivors if Path(s["file"]).stem == name]
+        for k in ("total", "killed", "timeout", "not_run"):
+            m.setdefault(k, 0)
+        m["survived"] = sum(s["status"] == "survived" for s in mine)
+        m["equivalent"] = sum(s["status"] == "equivalent" for s in mine)
+        live = m["total"] - m["equivalent"] - m["not_run"]  # the non-equivalent mutants run
+        m["score"] = (m["killed"] + m["timeout"]) / live if live else None
+    keys = {s.get("key") for s in survivors}
+    # only entries of the modules measured can be stale
+    return sorted(k for k in set(equivalent) - keys if k.split(".")[0] in modules)
 
 
 def _natural(name):
@@ -192,47 +215,53 @@ def totals(modules):
 def markdown(r):
     """The results as a Markdown fragment for the appendix (no top-level heading)."""
     t = r["totals"]
+    def key(run):
+        return (run["date"], run["mode"], run["minutes"])
+
+    def chain(run):  # the runs a module's numbers come from: first run, continuation, survivors' reruns
+        out = chain(run["first"]) if run.get("first") else []
+        return out + [run] + ([run["continued"]] if run.get("continued") else [])
+
+    runs = sorted({key(x) for m in r["modules"].values() for x in chain(m["run"])})
     out = [
-        f"Measured {r['date']}"
-        + (" (**partial run**: only " + ", ".join(r["partial"]) + ")" if r.get("partial") else "")
-        + f" with {r['tool']} {r['version']} on {r['machine']['cpu']} ({r['machine']['cores']} cores, "
-        f"Python {r['machine']['python']}), {r['max_children']} worker processes under `nice`: "
-        + (f"{r['seconds'] / 60:.0f} minutes" if r["seconds"] else "time not measured")
-        + (f" for the first run, which reached {r['before']['totals']['total'] - r['before']['totals']['not_run']} "
-           f"of the {t['total']} mutants" + (" before it was stopped." if r["before"]["totals"]["not_run"] else ".")
-           if r.get("before") else "")
-        + ("" if r.get("before") else f" for the {t['total'] - t['not_run']} mutants run, of {t['total']}."
-           if t["not_run"] else f" for {t['total']} mutants."),
+        f"Measured with {r['tool']} {r['version']} on {r['machine']['cpu']} ({r['machine']['cores']} cores, "
+        f"Python {r['machine']['python']}), {r['max_children']} worker processes under `nice`, on a machine "
+        "shared with other work (so the times are upper bounds). The modules' mutants were last run as follows "
+        "(the column *run* of the table says which run each module's numbers come from):",
+        "",
+    ]
+    for i, (date, mode, minutes) in enumerate(runs, 1):
+        names = [f"`{k}`" for k, m in r["modules"].items()
+                 if (date, mode, minutes) in [key(x) for x in chain(m["run"])]]
+        out.append(f"{i}. {date}: {MODES[mode]}, {'time not measured' if minutes is None else f'{minutes:.0f} minutes'}"
+                   f" ({', '.join(names)}).")
+    missing = sorted(set(p.stem for p in (ROOT / "attncore").glob("_*.py") if not p.stem.startswith("__")) - set(r["modules"]))
+    if missing:
+        out += ["", "Not measured in these results (no run of their mutants is recorded yet): "
+                + ", ".join(f"`{m}`" for m in missing) + "."]
+    out += [
         "",
         f"**Score: {pct(t['score'])}** of the {t['total'] - t['equivalent'] - t['not_run']} non-equivalent "
         f"mutants {'run ' if t['not_run'] else ''}killed "
         f"(target {100 * TARGET:.0f}%); {t['survived']} survive, {t['equivalent']} are equivalent"
-        + (f"; **{t['not_run']} were not run** (the run was stopped before them; the score is over the mutants "
-           "that were run, and the modules concerned are marked *partial*)" if t["not_run"] else "") + ".",
+        + (f"; **{t['not_run']} were not run** (the score is over the mutants that were run)" if t["not_run"] else "")
+        + ". A *timeout* (the tests of a mutant ran past mutmut's CPU-time limit, 30 times their measured time "
+        "plus 30 seconds) counts as killed, as mutmut counts it.",
         "",
     ]
-    if r.get("resumed"):
-        out += [f"The stopped run was then continued (a plain `mutmut run`, against all the tests including "
-                f"the new ones) for {r['resumed']['seconds'] / 60:.0f} more minutes, which ran "
-                f"{r['resumed']['mutants']} more mutants.", ""]
-    b = r.get("before")
-    if b:
-        out += [f"The column *before* is the score of the first run (reported {b['date']}), before the tests of "
-                "`tests/test_strength_*.py` were written (and before any survivor was marked equivalent); "
-                "the surviving mutants"
-                + (" of " + ", ".join(f"`{m}`" for m in r["rerun_modules"]) if r.get("rerun_modules")
-                   and set(r["rerun_modules"]) != set(r["modules"]) else "")
-                + " were then run again against the new tests"
-                + (f" (the last such rerun took {r['rerun_seconds'] / 60:.0f} minutes)" if r.get("rerun_seconds") else "")
-                + ("; the other modules' survivors were not run again, so their counts are those of the first run."
-                   if r.get("rerun_modules") and set(r["rerun_modules"]) != set(r["modules"]) else "."), ""]
-    head = "| module | mutants | killed | timeout | survived | equivalent |" + (" before |" if b else "") + " score |"
+    before = any(m.get("before") is not None for m in r["modules"].values())
+    if before:
+        out += ["The column *before* is a module's score in the run of all its mutants, before its survivors were "
+                "run again against the tests written for them (`tests/test_strength_*.py`).", ""]
+    head = ("| module | run | mutants | killed | timeout | survived | equivalent |"
+            + (" before |" if before else "") + " score |")
     out += [head, "| --- |" + " ---: |" * (head.count("|") - 2)]
     for name, m in list(r["modules"].items()) + [("all", t)]:
         label = ("**all**" if name == "all" else f"`{name}`") + (f" (partial: {m['not_run']} not run)" if m["not_run"] else "")
-        prev = (b["totals"]["score"] if name == "all" else b["modules"].get(name)) if b else None
-        out.append(f"| {label} | {m['total']} | {m['killed']} | {m['timeout']} | {m['survived']} "
-                   f"| {m['equivalent']} |" + (f" {pct(prev)} |" if b else "") + f" {pct(m['score'])} |")
+        run = "" if name == "all" else ", ".join(
+            dict.fromkeys(str(1 + runs.index(key(x))) for x in chain(m["run"])))
+        out.append(f"| {label} | {run} | {m['total']} | {m['killed']} | {m['timeout']} | {m['survived']} "
+                   f"| {m['equivalent']} |" + (f" {pct(m.get('before'))} |" if before else "") + f" {pct(m['score'])} |")
     for title, status in (("Surviving mutants (gaps in the tests)", "survived"),
                           ("Equivalent mutants", "equivalent")):
         rows = [s for s in r["survivors"] if s["status"] == status]
@@ -246,75 +275,104 @@ def markdown(r):
                 count = sum(1 for x in rows if x["file"] == module)
                 out += [f"### `{Path(module).stem}` ({count})", ""]
             out += [f"**`{s['file']}:{s['line']}`** in `{s['function']}` ({s['mutant'].split('.')[-1]}"
-                    + ("" if status else f", {s['status']}") + ")", ""]
+                    + ("; no test reaches it" if s.get("reached") is False else "") + ")", ""]
             if s.get("why"):
                 out += [s["why"], ""]
             out += ["```diff", s["diff"], "```", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
+MODES = {"full": "all mutants of the package, from scratch", "modules": "all mutants of the modules named",
+         "rerun": "the previous survivors of the modules named, run again against the current tests",
+         "imported": "carried over from an earlier results file",
+         "continued": "an earlier stopped run of these modules, continued over the mutants that it "
+                      "had not reached (stopped again for time)"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--report-only", action="store_true", help="do not run mutmut; report on mutants/")
+    ap.add_argument("--modules", nargs="+", metavar="MODULE", default=None,
+                    help="run only these modules' mutants (e.g. _attention) and merge their results "
+                         "into bench/mutation.json, keeping the other modules' results")
     ap.add_argument("--rerun-survivors", nargs="*", metavar="MODULE", default=None,
                     help="rerun only the mutants that survived the last run (after adding tests), "
                          "in the given modules (all by default)")
     ap.add_argument("--max-children", type=int, default=2)
-    ap.add_argument("--partial", nargs="*", default=None,
-                    help="mark the results as partial, covering these modules only")
     args = ap.parse_args()
     os.chdir(ROOT)
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    seconds, rerun_seconds, before = None, None, previous.get("before")
+    prev_modules = {k: v for k, v in previous.get("modules", {}).items() if "run" in v}
     mutmut = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(args.max_children)]
-    rerun_modules = previous.get("rerun_modules") if args.report_only else None
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     if args.rerun_survivors is not None:
-        rerun_modules = args.rerun_survivors or sorted(previous["modules"])
-        # every mutant of those modules that was not killed: survivors, and any not run yet
-        names = [s["mutant"] for s in previous.get("survivors", []) if Path(s["file"]).stem in rerun_modules]
-        seconds = previous.get("seconds")
-        before = before or {"date": previous["date"], "totals": previous["totals"],
-                            "modules": {k: v["score"] for k, v in previous["modules"].items()}}
-        start = time.monotonic()
-        proc = subprocess.run(mutmut + names, stdout=subprocess.DEVNULL) if names else None
-        rerun_seconds = time.monotonic() - start
-        if proc and proc.returncode:
-            sys.exit(f"mutmut run failed with exit code {proc.returncode}")
+        mode, touched = "rerun", set(args.rerun_survivors or prev_modules)
+        names = [s["mutant"] for s in previous.get("survivors", [])
+                 if Path(s["file"]).stem in touched and s["status"] == "survived"]
+        touched = {n.split(".")[1] for n in names}  # a module without survivors keeps its run
+    elif args.modules:
+        mode, touched = "modules", set(args.modules)
+        names = [f"attncore.{m}.*" for m in sorted(touched)]
     elif not args.report_only:
+        mode, touched, names = "full", None, []
         shutil.rmtree(ROOT / "mutants", ignore_errors=True)
+    else:
+        mode, touched, names = None, set(), []
+    minutes = None
+    if mode and (names or mode == "full"):
         start = time.monotonic()
-        proc = subprocess.run(mutmut, stdout=subprocess.DEVNULL)
-        seconds = time.monotonic() - start
-        before = None
+        # CI=1: the derandomized hypothesis profile of tests/conftest.py, so that a mutant's verdict
+        # does not depend on which random examples a run happened to draw
+        proc = subprocess.run(mutmut + names, stdout=subprocess.DEVNULL, env={**os.environ, "CI": "1"})
+        minutes = (time.monotonic() - start) / 60
         if proc.returncode:
             sys.exit(f"mutmut run failed with exit code {proc.returncode}")
-    else:
-        seconds, rerun_seconds = previous.get("seconds"), previous.get("rerun_seconds")
-    modules, survivors, stale = collect()
+    fresh, fresh_survivors = collect() if (ROOT / "mutants").exists() else ({}, [])
+    if touched is None:
+        touched = set(fresh)
+    modules, survivors = {}, []
+    for name in sorted(set(fresh) | set(prev_modules)):
+        if name in touched and name in fresh:
+            m = fresh[name]
+            m["run"] = {"date": now, "mode": mode, "minutes": minutes}
+            if mode == "rerun":
+                m["run"] = {**m["run"], "first": prev_modules.get(name, {}).get("run")}
+                m["before"] = prev_modules.get(name, {}).get("before", prev_modules.get(name, {}).get("score"))
+        elif mode is None and name in fresh and fresh[name]["total"] > fresh[name].get("not_run", 0):
+            # --report-only: mutants/ holds results for this module; keep the run they came from
+            prev = prev_modules.get(name, {})
+            m = {**fresh[name], "run": prev.get("run", {"date": now, "mode": "modules", "minutes": None})}
+            if prev.get("before") is not None:
+                m["before"] = prev["before"]
+        elif name in prev_modules:
+            modules[name] = prev_modules[name]
+            survivors += [s for s in previous["survivors"] if Path(s["file"]).stem == name]
+            continue
+        else:
+            continue
+        modules[name] = m
+        survivors += [s for s in fresh_survivors if Path(s["file"]).stem == name]
+    stale = classify(modules, survivors)
     r = {
-        "tool": "mutmut", "version": version("mutmut"),
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine(), "max_children": args.max_children, "seconds": seconds,
-        "rerun_seconds": rerun_seconds, "rerun_modules": rerun_modules, "before": before,
-        # a stopped run continued with a plain `mutmut run` (recorded by hand: seconds, mutants)
-        "resumed": previous.get("resumed"),
+        "tool": "mutmut", "version": version("mutmut"), "date": now,
+        "machine": machine(), "max_children": args.max_children,
         "tests": "attncore doctests and tests/ except test_site, test_book, test_chapters, test_ledger "
                  "(setup.cfg [mutmut])",
-        "partial": args.partial, "target": TARGET,
-        "totals": totals(modules), "modules": modules, "survivors": survivors,
+        "target": TARGET, "totals": totals(modules), "modules": modules, "survivors": survivors,
     }
     RESULTS.write_text(json.dumps(r, indent=1) + "\n")
     REPORT.write_text(markdown(r))
     t = r["totals"]
     for name, m in modules.items():
         print(f"{name:14s} {m['total']:5d} mutants  killed {m['killed'] + m['timeout']:5d}  "
-              f"survived {m['survived']:4d}  equivalent {m['equivalent']:3d}  score {pct(m['score']):>6s}")
+              f"survived {m['survived']:4d}  equivalent {m['equivalent']:3d}  not run {m['not_run']:4d}  "
+              f"score {pct(m['score']):>6s}  ({m['run']['mode']} {m['run']['date']})")
     print(f"{'all':14s} {t['total']:5d} mutants  score {pct(t['score'])}  "
           f"({'PASS' if t['score'] is not None and t['score'] >= TARGET else 'FAIL'}: target {100 * TARGET:.0f}%)")
-    if seconds:
-        print(f"mutmut ran for {seconds / 60:.1f} minutes")
+    if minutes is not None:
+        print(f"mutmut ran for {minutes:.1f} minutes")
     for key in stale:
-        print(f"warning: {EQUIVALENT.name} explains a mutant that no longer survives: {key}")
+        print(f"warning: {EQUIVALENT.name} explains a mutant that does not survive: {key}")
     print(f"wrote {RESULTS.relative_to(ROOT)} and {REPORT.relative_to(ROOT)}")
 
 
