@@ -70,6 +70,14 @@ def gaussian_features(m, d, rng, *, orthogonal=False):
     estimator that is an average over rows stays unbiased; only the rows of one
     block are coupled (made orthogonal).
 
+    See Also
+    --------
+    positive_random_features, trig_random_features : the feature maps that use ``omega``.
+
+    References
+    ----------
+    :cite:t:`choromanski2021rethinking`: orthogonal rows, as FAVOR+ draws them.
+
     Examples
     --------
     Rows of one block are orthogonal:
@@ -155,6 +163,16 @@ def positive_random_features(x, omega, *, stabilizer=None):
     \le \|\omega\|^2/2`, the result is finite for every ``x`` whenever
     :math:`\|\omega\|^2/2` is below the log of the largest float.
 
+    See Also
+    --------
+    gaussian_features : draws ``omega`` (i.i.d. or orthogonal rows).
+    trig_random_features : the trigonometric estimate of the same kernel.
+    linear_attention : attention computed with these features.
+
+    References
+    ----------
+    :cite:t:`choromanski2021rethinking`: positive random features (FAVOR+, Performer).
+
     Examples
     --------
     The features are positive, and the estimate of ``exp(q . k)`` is close for
@@ -221,6 +239,14 @@ def trig_random_features(x, omega):
         = e^{(\|q\|^2 + \|k\|^2)/2}\, e^{-\|q - k\|^2/2} = e^{q\cdot k}.
 
     The features (and so the estimate) can be negative.
+
+    See Also
+    --------
+    positive_random_features : the positive estimate of the same kernel.
+
+    References
+    ----------
+    :cite:t:`rahimi2007random`: random Fourier features of shift-invariant kernels.
 
     Examples
     --------
@@ -534,6 +560,15 @@ def linear_attention(q, k, v, feature_map, *, causal=False, chunk=64, key_featur
     ``stabilizer="global"`` (see :func:`positive_random_features`) compute the
     same output from features whose largest entries are :math:`1/\sqrt{D}`,
     which keeps it finite in float64 for norms up to 30 (tested).
+
+    See Also
+    --------
+    linear_attention_weights : the same attention as an explicit ``(..., n, m)`` matrix.
+    attention : the softmax attention that positive features approximate.
+
+    References
+    ----------
+    :cite:t:`katharopoulos2020transformers`: linear attention and its causal, RNN form.
 
     Examples
     --------
