@@ -23,6 +23,9 @@ Usage::
     python scripts/mutate.py --rerun-survivors   # after adding tests: rerun only the mutants
                                                  # that survived in mutants/ (keeps the full
                                                  # run's time and scores as "before")
+    python scripts/mutate.py --continue _attention _probe   # run only the mutants that the
+                                                 # results list as not run (a stopped run, or a
+                                                 # module never run) and merge them in
     python scripts/mutate.py --max-children 2
     python scripts/mutate.py --modules _norms _block   # run only these modules' mutants
                                                  # (keeps mutants/ and the other modules' results;
@@ -86,6 +89,30 @@ def function_starts(path):
 
     visit(tree.body)
     return starts
+
+
+def changed_functions(module, rev):
+    """Functions of ``attncore/<module>.py`` (named as mutmut names them) whose code differs
+    from revision ``rev`` (git), or that are new: their mutants have never been run as they are."""
+    def functions(text):
+        found = {}
+
+        def visit(body, cls=None):
+            for node in body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    key = f"x\u01c1{cls}\u01c1{node.name}" if cls else f"x_{node.name}"
+                    found[key] = ast.dump(node)  # no line numbers: a moved function is unchanged
+                elif isinstance(node, ast.ClassDef) and cls is None:
+                    visit(node.body, node.name)
+
+        visit(ast.parse(text).body)
+        return found
+
+    path = f"attncore/{module}.py"
+    old = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True, cwd=ROOT)
+    before = functions(old.stdout) if old.returncode == 0 else {}
+    now = functions((ROOT / path).read_text())
+    return sorted(k for k, v in now.items() if before.get(k) != v)
 
 
 def locate(diff, source_lines, span):
@@ -312,7 +339,7 @@ MODES = {"full": "all mutants of the package, from scratch", "modules": "all mut
          "rerun": "the previous survivors of the modules named, run again against the current tests",
          "imported": "carried over from an earlier results file",
          "continued": "an earlier stopped run of these modules, continued over the mutants that it "
-                      "had not reached (stopped again for time)"}
+                      "had not reached"}
 
 
 def main():
@@ -324,6 +351,16 @@ def main():
     ap.add_argument("--rerun-survivors", nargs="*", metavar="MODULE", default=None,
                     help="rerun only the mutants that survived the last run (after adding tests), "
                          "in the given modules (all by default)")
+    ap.add_argument("--continue", dest="resume", nargs="+", metavar="MODULE", default=None,
+                    help="run only the mutants of these modules that bench/mutation.json lists as not "
+                         "run (all of a module it does not list) and merge them into its results")
+    ap.add_argument("--changed-since", metavar="REV", default=None,
+                    help="with --rerun-survivors: also run every mutant of the functions whose code "
+                         "changed since git revision REV (the commit the earlier results were measured "
+                         "at), whose earlier results no longer apply")
+    ap.add_argument("--no-run", action="store_true",
+                    help="with --continue: do not start mutmut, merge the results that a stopped "
+                         "continuation left in mutants/")
     ap.add_argument("--max-children", type=int, default=2)
     args = ap.parse_args()
     os.chdir(ROOT)
@@ -335,7 +372,17 @@ def main():
         mode, touched = "rerun", set(args.rerun_survivors or prev_modules)
         names = [s["mutant"] for s in previous.get("survivors", [])
                  if Path(s["file"]).stem in touched and s["status"] == "survived"]
+        if args.changed_since:
+            for module in sorted(touched):
+                changed = changed_functions(module, args.changed_since)
+                print(f"{module}: functions changed since {args.changed_since}: {', '.join(changed) or 'none'}")
+                names += [f"attncore.{module}.{f}__mutmut_*" for f in changed]
         touched = {n.split(".")[1] for n in names}  # a module without survivors keeps its run
+    elif args.resume:
+        mode, touched = "continued", set(args.resume)
+        names = [s["mutant"] for s in previous.get("survivors", [])
+                 if Path(s["file"]).stem in touched and s["status"] == "not run"]
+        names += [f"attncore.{m}.*" for m in sorted(touched - set(prev_modules))]
     elif args.modules:
         mode, touched = "modules", set(args.modules)
         names = [f"attncore.{m}.*" for m in sorted(touched)]
@@ -345,7 +392,7 @@ def main():
     else:
         mode, touched, names = None, set(), []
     minutes = None
-    if mode and (names or mode == "full"):
+    if mode and (names or mode == "full") and not (mode == "continued" and args.no_run):
         start = time.monotonic()
         # CI=1: the derandomized hypothesis profile of tests/conftest.py, so that a mutant's verdict
         # does not depend on which random examples a run happened to draw
@@ -361,6 +408,19 @@ def main():
         if name in touched and name in fresh:
             m = fresh[name]
             m["run"] = {"date": now, "mode": mode, "minutes": minutes}
+            if mode == "continued" and name in prev_modules:
+                # the mutants run now take their new status; the rest keep the earlier run's
+                m["run"] = {**m["run"], "first": prev_modules[name]["run"]}
+                if prev_modules[name].get("before") is not None:
+                    m["before"] = prev_modules[name]["before"]
+                mine = [s for s in fresh_survivors if Path(s["file"]).stem == name]
+                theirs = [s for s in previous.get("survivors", []) if Path(s["file"]).stem == name]
+                m, kept = merge_rerun(m, mine, prev_modules[name], theirs)
+                modules[name] = m
+                survivors += kept
+                continue
+            if mode == "continued":
+                m["run"]["mode"] = "modules"  # a module not run before: all its mutants, from scratch
             if mode == "rerun":
                 m["run"] = {**m["run"], "first": prev_modules.get(name, {}).get("run")}
                 m["before"] = prev_modules.get(name, {}).get("before", prev_modules.get(name, {}).get("score"))
