@@ -359,8 +359,8 @@ def main():
                          "changed since git revision REV (the commit the earlier results were measured "
                          "at), whose earlier results no longer apply")
     ap.add_argument("--no-run", action="store_true",
-                    help="with --continue: do not start mutmut, merge the results that a stopped "
-                         "continuation left in mutants/")
+                    help="with --continue or --rerun-survivors: do not start mutmut, merge the results "
+                         "that a stopped run of the same kind left in mutants/")
     ap.add_argument("--max-children", type=int, default=2)
     args = ap.parse_args()
     os.chdir(ROOT)
@@ -392,7 +392,7 @@ def main():
     else:
         mode, touched, names = None, set(), []
     minutes = None
-    if mode and (names or mode == "full") and not (mode == "continued" and args.no_run):
+    if mode and (names or mode == "full") and not args.no_run:
         start = time.monotonic()
         # CI=1: the derandomized hypothesis profile of tests/conftest.py, so that a mutant's verdict
         # does not depend on which random examples a run happened to draw
