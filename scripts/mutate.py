@@ -195,19 +195,22 @@ def collect():
     return modules, survivors
 
 
-def merge_rerun(fresh, fresh_survivors, prev, prev_survivors):
+def merge_rerun(fresh, fresh_survivors, prev, prev_survivors, renewed=()):
     """One module's results after its survivors were run again, merged with the run before.
 
     mutmut forgets the results of every mutant whose tests changed, so after a rerun of the
     survivors the mutants that the earlier run killed read "not run".  New tests are only
     added, so what the earlier run killed stays killed: a mutant that is "not run" now keeps
     its earlier status (killed or timed out if the earlier run did not list it; equivalent or
-    not run if it did), and a rerun mutant takes its new status.
+    not run if it did), and a rerun mutant takes its new status.  A mutant of a function in
+    ``renewed`` (changed since the earlier run) has no earlier status: not run is not run.
     """
     before = {s["mutant"]: s for s in prev_survivors}
     kept, earlier_kills = [], 0
     for s in fresh_survivors:
         if s["status"] != "not run":
+            kept.append(s)
+        elif s["mutant"].split("__mutmut_")[0] in renewed:
             kept.append(s)
         elif s["mutant"] in before:
             kept.append(before[s["mutant"]])
@@ -368,6 +371,7 @@ def main():
     prev_modules = {k: v for k, v in previous.get("modules", {}).items() if "run" in v}
     mutmut = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(args.max_children)]
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    renewed = set()  # functions changed since the earlier results (--changed-since)
     if args.rerun_survivors is not None:
         mode, touched = "rerun", set(args.rerun_survivors or prev_modules)
         names = [s["mutant"] for s in previous.get("survivors", [])
@@ -377,6 +381,7 @@ def main():
                 changed = changed_functions(module, args.changed_since)
                 print(f"{module}: functions changed since {args.changed_since}: {', '.join(changed) or 'none'}")
                 names += [f"attncore.{module}.{f}__mutmut_*" for f in changed]
+                renewed |= {f"attncore.{module}.{f}" for f in changed}
         touched = {n.split(".")[1] for n in names}  # a module without survivors keeps its run
     elif args.resume:
         mode, touched = "continued", set(args.resume)
@@ -426,7 +431,7 @@ def main():
                 m["before"] = prev_modules.get(name, {}).get("before", prev_modules.get(name, {}).get("score"))
                 mine = [s for s in fresh_survivors if Path(s["file"]).stem == name]
                 theirs = [s for s in previous.get("survivors", []) if Path(s["file"]).stem == name]
-                m, kept = merge_rerun(m, mine, prev_modules.get(name, {}), theirs)
+                m, kept = merge_rerun(m, mine, prev_modules.get(name, {}), theirs, renewed)
                 modules[name] = m
                 survivors += kept
                 continue
