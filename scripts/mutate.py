@@ -289,7 +289,7 @@ def markdown(r):
     for i, (date, mode, minutes) in enumerate(runs, 1):
         names = [f"`{k}`" for k, m in r["modules"].items()
                  if (date, mode, minutes) in [key(x) for x in chain(m["run"])]]
-        out.append(f"{i}. {date}: {MODES[mode]}, {'time not measured' if minutes is None else f'{minutes:.0f} minutes'}"
+        out.append(f"{i}. {date}: {MODES[mode]}, {'time not measured' if minutes is None else f'{minutes:.0f} minute' + ('' if round(minutes) == 1 else 's')}"
                    f" ({', '.join(names)}).")
     missing = sorted(set(p.stem for p in (ROOT / "attncore").glob("_*.py") if not p.stem.startswith("__")) - set(r["modules"]))
     if missing:
