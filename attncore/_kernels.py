@@ -411,7 +411,27 @@ def _features(q, k, feature_map, key_feature_map):
         key_name = "key_feature_map(k)"
     fq = as_float_array(feature_map(q), "feature_map(q)", ("...", q.shape[-2], "D"))
     fk = as_float_array(key_feature_map(k), key_name, ("...", k.shape[-2], fq.shape[-1]))
-    return fq, fk
+    return fq, fk, key_name
+
+
+def _check_sums(numerator, normaliser, fq, fk, v, key_name):
+    """Raise ``ValueError`` if the numerator or the normaliser of linear attention is not finite.
+
+    The inputs and their features are finite (checked), so a sum that is not
+    finite is one whose products or partial sums overflowed its dtype.
+    """
+    if not np.all(np.isfinite(normaliser)):
+        raise ValueError(
+            f"feature_map(q) . {key_name} (the normaliser of linear attention) overflows {normaliser.dtype} "
+            f"(feature_map(q) of shape {fq.shape}, {key_name} of shape {fk.shape}); scale the features down "
+            "(a positive factor per query row, or one factor common to all keys, leaves the output unchanged)"
+        )
+    if not np.all(np.isfinite(numerator)):
+        raise ValueError(
+            f"feature_map(q) . {key_name} times v (the numerator of linear attention) overflows "
+            f"{numerator.dtype} (feature_map(q) of shape {fq.shape}, {key_name} of shape {fk.shape}, "
+            f"v of shape {v.shape}); scale v or the features down"
+        )
 
 
 def _validate_qkv(q, k, v, causal):
@@ -491,7 +511,7 @@ def linear_attention_weights(
     (True, True)
     """
     q, k, _ = _validate_qkv(q, k, None, causal)
-    fq, fk = _features(q, k, feature_map, key_feature_map)
+    fq, fk, _ = _features(q, k, feature_map, key_feature_map)
     scores = fq @ np.swapaxes(fk, -1, -2)  # (..., n, m)
     if causal:
         scores = np.tril(scores)
@@ -549,7 +569,11 @@ def linear_attention(
         If the shapes do not match (``q`` ``(..., n, k)``, ``k``
         ``(..., m, k)``, ``v`` ``(..., m, v)``); if an input holds NaN or ``+-inf``; if the
         features of ``q`` and ``k`` differ in width, have the wrong number of
-        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if ``chunk < 1``.
+        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if ``chunk < 1``;
+        if the numerator :math:`\sum_j (\phi(q_i)\cdot\phi(k_j))\, v_j` or the
+        normaliser :math:`\sum_j \phi(q_i)\cdot\phi(k_j)` (with the mask, of any
+        block) overflows the dtype it is computed in, although inputs and
+        features are finite (the error names the features, ``v`` and their shapes).
 
     Notes
     -----
@@ -578,7 +602,12 @@ def linear_attention(
     so ``feature_map`` with ``stabilizer="row"`` and ``key_feature_map`` with
     ``stabilizer="global"`` (see :func:`positive_random_features`) compute the
     same output from features whose largest entries are :math:`1/\sqrt{D}`,
-    which keeps it finite in float64 for norms up to 30 (tested).
+    which keeps it finite in float64 for norms up to 30 (tested).  At the
+    other end, features and values so large that the numerator or the
+    normaliser overflows (features near ``1e17`` and values near ``1e30`` in
+    float32) are a ``ValueError``, not an output of ``inf`` or ``nan``; the
+    same two rescalings of the features, or smaller values (the output scales
+    with them), avoid it.
 
     See Also
     --------
@@ -615,14 +644,17 @@ def linear_attention(
     """
     q, k, v = _validate_qkv(q, k, v, causal)
     chunk = check_count(chunk, "chunk")
-    fq, fk = _features(q, k, feature_map, key_feature_map)
+    fq, fk, key_name = _features(q, k, feature_map, key_feature_map)
     if not causal:
-        state = np.swapaxes(fk, -1, -2) @ v  # (..., D, v)
-        total = np.sum(fk, axis=-2)[..., :, None]  # (..., D, 1)
-        numerator = fq @ state  # (..., n, v)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is an error below, naming the operands
+            state = np.swapaxes(fk, -1, -2) @ v  # (..., D, v)
+            total = np.sum(fk, axis=-2)[..., :, None]  # (..., D, 1)
+            numerator = fq @ state  # (..., n, v)
+            denominator = fq @ total  # (..., n, 1)
         if k.shape[-2] == 0:  # no keys: an empty sum, 0 as in attention (not 0/0)
             return np.zeros_like(numerator)
-        return numerator / (fq @ total)  # (..., n, v)
+        _check_sums(numerator, denominator, fq, fk, v, key_name)
+        return numerator / denominator  # (..., n, v)
     batch = batch_shape(("features of q", fq, 2), ("features of k", fk, 2), ("v", v, 2))
     n, width, dv = fq.shape[-2], fq.shape[-1], v.shape[-1]
     dtype = np.result_type(fq, fk, v)
@@ -632,10 +664,12 @@ def linear_attention(
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
         fq_b, fk_b, v_b = fq[..., start:stop, :], fk[..., start:stop, :], v[..., start:stop, :]
-        local = np.tril(fq_b @ np.swapaxes(fk_b, -1, -2))  # (..., c, c)
-        numerator = fq_b @ state + local @ v_b  # (..., c, v)
-        denominator = fq_b @ total + local.sum(axis=-1, keepdims=True)  # (..., c, 1)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is an error below, naming the operands
+            local = np.tril(fq_b @ np.swapaxes(fk_b, -1, -2))  # (..., c, c)
+            numerator = fq_b @ state + local @ v_b  # (..., c, v)
+            denominator = fq_b @ total + local.sum(axis=-1, keepdims=True)  # (..., c, 1)
+            state = state + np.swapaxes(fk_b, -1, -2) @ v_b
+            total = total + np.sum(fk_b, axis=-2)[..., :, None]
+        _check_sums(numerator, denominator, fq, fk, v, key_name)
         out[..., start:stop, :] = numerator / denominator
-        state = state + np.swapaxes(fk_b, -1, -2) @ v_b
-        total = total + np.sum(fk_b, axis=-2)[..., :, None]
     return out

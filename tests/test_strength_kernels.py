@@ -3,6 +3,7 @@
 import itertools
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -133,3 +134,80 @@ def test_causal_linear_attention_default_chunk_is_64():
     v = rng.normal(size=(130, 3))
     got = linear_attention(q, k, v, phi, causal=True)
     np.testing.assert_array_equal(got, linear_attention(q, k, v, phi, causal=True, chunk=64))
+
+
+# --- linear_attention: sums that overflow the dtype are an error, not inf (the bug of the appendix's
+# "Found while killing mutants"); the scale of the features cancels, so a float64 route without it is exact
+
+def scaled_exp(scale, dtype):
+    return lambda x: (np.exp(x.astype(np.float64)) * scale).astype(dtype)  # positive, finite
+
+
+def exp_features_reference(q, k, v, causal):
+    # phi(x) = c exp(x): phi(q_i) . phi(k_j) = c^2 sum_t exp(q_it + k_jt), and c^2 cancels in the ratio
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    w = np.exp(q[:, None, :] + k[None, :, :]).sum(-1)  # (n, m)
+    if causal:
+        w = np.tril(w)
+    return (w / w.sum(-1, keepdims=True)) @ v
+
+
+OVERFLOWS = {  # dtype: (feature scale whose normaliser overflows, feature scale and value scale whose numerator does)
+    np.float32: (1e20, 1e17, 1e30),
+    np.float64: (1e160, 1e150, 1e200),
+}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_attention_sums_that_overflow_are_an_error_naming_the_operands(dtype, causal):
+    # before the fix: inf or nan with a RuntimeWarning at best; now a ValueError naming the features,
+    # v and their shapes, and no warning escapes on the way
+    q, k, v = qkv(dtype)
+    name = np.dtype(dtype).name
+    big_norm, big_num, big_v = OVERFLOWS[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with raises_naming(ValueError, "feature_map(q) . feature_map(k) (the normaliser", name,
+                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)"):
+            linear_attention(q, k, v, scaled_exp(big_norm, dtype), causal=causal, chunk=4)
+        with raises_naming(ValueError, "feature_map(q) . key_feature_map(k) (the normaliser", name,
+                           "key_feature_map(k) of shape (6, 3)"):
+            # keys' features a quarter of the largest float: 6 keys (4 in the first block) overflow the sum
+            linear_attention(q, k, v, scaled_exp(1, dtype), causal=causal, chunk=4,
+                             key_feature_map=lambda x: np.full(x.shape, np.finfo(dtype).max / 4, dtype))
+        with raises_naming(ValueError, "feature_map(q) . feature_map(k) times v (the numerator", name,
+                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)", "v of shape (6, 2)"):
+            linear_attention(q, k, (v * big_v).astype(dtype), scaled_exp(big_num, dtype), causal=causal, chunk=4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_attention_of_large_but_finite_sums_is_still_computed(dtype, causal):
+    # the numerator reaches 16% (float32) and 3% (float64) of the largest float: no error, no warning,
+    # and the result is the float64 reference, in which the features' scale cancels
+    q, k, v = qkv(dtype)
+    big_feature, big_v = {np.float32: (1e17, 1e3), np.float64: (1e150, 1e6)}[dtype]
+    v = (v * big_v).astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = linear_attention(q, k, v, scaled_exp(big_feature, dtype), causal=causal, chunk=4)
+    assert got.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, exp_features_reference(q, k, v, causal), rtol=tol, atol=tol * big_v)
+
+
+@pytest.mark.parametrize("which", ["state", "total"])
+def test_causal_linear_attention_running_sums_overflow_in_the_dtype_of_the_result(which):
+    # Kills the 4 mutants that build the causal running sums `state` or `total` with np.zeros(..., dtype=None)
+    # or without dtype (float64 accumulators for float32 input).  One token per block, so each block's own
+    # products fit in float32 and only a running sum over earlier blocks overflows: the last of 5 queries
+    # sees 4 keys' phi(k) v = 1e38, which sum to 4e38 (state); the last of 3 sees 2 keys' phi(k) = 2e38
+    # (total); the largest float32 is 3.4e38.  The sums are in float32, as without the mask, so both are
+    # the same error; float64 accumulators returned a result.
+    n, fk, fv, fq = {"state": (5, 1e19, 1e19, 1e-20), "total": (3, 2e38, 1e-10, 1e-30)}[which]
+    q, k, v = (np.full((n, 1), x, np.float32) for x in (fq, fk, fv))
+    part = "times v (the numerator" if which == "state" else "(the normaliser"
+    for causal in (False, True):
+        with raises_naming(ValueError, f"feature_map(q) . feature_map(k) {part}", "float32", f"feature_map(k) of shape ({n}, 1)"):
+            linear_attention(q, k, v, lambda x: x, causal=causal, chunk=1)
