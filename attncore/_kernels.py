@@ -100,8 +100,9 @@ def gaussian_features(m: int, d: int, rng: np.random.Generator, *, orthogonal: b
     blocks = []
     for _ in range(-(-m // d)):
         q, r = np.linalg.qr(rng.standard_normal((d, d)))
-        # Fixing the signs by diag(r) makes q Haar-distributed.
-        blocks.append((q * np.sign(np.diag(r))).T)  # (d, d), orthonormal rows
+        # Fixing the signs by diag(r) makes q Haar-distributed; copysign, not sign, so that a
+        # singular draw (a zero on the diagonal of r) keeps its row of q instead of zeroing it.
+        blocks.append((q * np.copysign(1.0, np.diag(r))).T)  # (d, d), orthonormal rows
     directions = np.concatenate(blocks, axis=0)[:m]  # (m, d)
     norms = np.sqrt(rng.chisquare(d, size=m))  # (m,)
     return directions * norms[:, None]
@@ -193,6 +194,7 @@ def positive_random_features(x: ArrayLike, omega: ArrayLike, *, stabilizer: str 
     x, omega = _check_omega(x, omega)
     check_choice(stabilizer, "stabilizer", (None, "row", "global"))
     dtype = np.result_type(x, omega)
+    x = x.astype(dtype, copy=False)  # |x|^2 too in the result's dtype (float64 for a float32 x and float64 omega)
     exponent = x @ omega.T.astype(dtype, copy=False)  # (..., n, m)
     if omega.shape[0] == 0:  # no features: nothing to normalise by 1/sqrt(m)
         return exponent
@@ -264,6 +266,7 @@ def trig_random_features(x: ArrayLike, omega: ArrayLike) -> np.ndarray:
     """
     x, omega = _check_omega(x, omega)
     dtype = np.result_type(x, omega)
+    x = x.astype(dtype, copy=False)  # |x|^2 too in the result's dtype (float64 for a float32 x and float64 omega)
     angles = x @ omega.T.astype(dtype, copy=False)  # (..., n, m)
     if omega.shape[0] == 0:  # no features: nothing to normalise by 1/sqrt(m)
         return np.concatenate([angles, angles], axis=-1)  # (..., n, 0)
