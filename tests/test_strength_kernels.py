@@ -177,16 +177,33 @@ def test_linear_attention_sums_that_overflow_are_an_error_naming_the_operands(dt
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with raises_naming(ValueError, "feature_map(q) . feature_map(k) (the normaliser", name,
-                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)"):
+                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)",
+                           "scale the features down (a positive factor per query row, or one factor common to all "
+                           "keys, leaves the output unchanged)"):
             linear_attention(q, k, v, scaled_exp(big_norm, dtype), causal=causal, chunk=4)
         with raises_naming(ValueError, "feature_map(q) . key_feature_map(k) (the normaliser", name,
                            "key_feature_map(k) of shape (6, 3)"):
             # keys' features a quarter of the largest float: 6 keys (4 in the first block) overflow the sum
             linear_attention(q, k, v, scaled_exp(1, dtype), causal=causal, chunk=4,
                              key_feature_map=lambda x: np.full(x.shape, np.finfo(dtype).max / 4, dtype))
+        # only the first column of v is large: one column of the numerator overflows, the other does not
+        v_big = (v * np.array([big_v, 1])).astype(dtype)
         with raises_naming(ValueError, "feature_map(q) . feature_map(k) times v (the numerator", name,
-                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)", "v of shape (6, 2)"):
-            linear_attention(q, k, (v * big_v).astype(dtype), scaled_exp(big_num, dtype), causal=causal, chunk=4)
+                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)", "v of shape (6, 2)",
+                           "scale v or the features down"):
+            linear_attention(q, k, v_big, scaled_exp(big_num, dtype), causal=causal, chunk=4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_attention_numerator_overflowing_both_ways_is_the_same_error_without_a_warning(dtype):
+    # phi(k_1) v_1 overflows to +inf in one feature and phi(k_2) v_2 to -inf in the other; the query sums
+    # them, inf - inf = nan (numpy's "invalid value" warning, which must not escape either)
+    big = {np.float32: 1e20, np.float64: 1e200}[dtype]
+    q, k, v = np.ones((1, 2), dtype), np.diag([big, big]).astype(dtype), np.array([[big], [-big]], dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with raises_naming(ValueError, "feature_map(q) . feature_map(k) times v (the numerator", "(2, 1)"):
+            linear_attention(q, k, v, lambda x: x)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -248,6 +265,7 @@ def test_orthogonal_gaussian_features_of_a_singular_draw_keep_every_row(d):
 
 
 def test_gaussian_features_error_names_orthogonal():
+    # kills check_bool(orthogonal, "XXorthogonalXX")
     with raises_naming(TypeError, "orthogonal"):
         gaussian_features(2, 2, np.random.default_rng(0), orthogonal=1)
 
@@ -348,8 +366,8 @@ def test_random_features_of_zero_width_rows_are_the_formula(kind):
 
 @pytest.mark.parametrize("kind", list(RANDOM_MAPS))
 def test_random_feature_errors_name_x_omega_and_their_shapes(kind):
-    # the letters of _check_omega's shapes, (..., n, d) for x and (m, d) for omega, and the argument
-    # omega's width is taken from (x)
+    # Kills _check_omega's mutants that rename the letters of the shapes, (..., n, d) for x and (m, d) for
+    # omega (to XXnXX, N, ...), or the argument omega's width is matched against (x, to XXxXX)
     features, _ = RANDOM_MAPS[kind]
     with raises_naming(ValueError, "x", "(..., n, d)", "got shape (3,)"):
         features(np.ones(3), np.ones((2, 3)))
@@ -358,6 +376,7 @@ def test_random_feature_errors_name_x_omega_and_their_shapes(kind):
 
 
 def test_positive_random_features_error_names_stabilizer():
+    # kills check_choice(stabilizer, "XXstabilizerXX", ...)
     with raises_naming(ValueError, "stabilizer", "got 'rows'"):
         positive_random_features(np.ones((2, 3)), np.ones((4, 3)), stabilizer="rows")
 
@@ -365,6 +384,9 @@ def test_positive_random_features_error_names_stabilizer():
 # --- _validate_qkv: the errors of linear_attention and linear_attention_weights name q, k, v and shapes
 
 def test_linear_attention_shape_errors_name_q_k_v_letters_and_the_matched_argument():
+    # Kills _validate_qkv's mutants that drop the shape of q or k (spec None or left out: a 1-D q or k
+    # then fails later, with an IndexError), rename q, k, causal or a letter (n, k, m, v to XXnXX, N, ...),
+    # or drop or rename the argument a shape is matched against (match=None, left out, XXqXX, Q, XXkXX, K)
     q, k, v = qkv()  # (6, 3), (6, 3), (6, 2)
     for call in (lambda q, k, v, **kw: linear_attention(q, k, v, phi, **kw),
                  lambda q, k, v, **kw: linear_attention_weights(q, k, phi, **kw)):
@@ -393,6 +415,7 @@ def test_linear_attention_batch_error_names_q_k_and_v(shapes):
 
 @pytest.mark.parametrize("shapes", [((2,), (3,)), ((3,), (2,))])
 def test_linear_attention_weights_batch_error_names_q_and_k(shapes):
+    # the same for the check without v (linear_attention_weights): q or k left out, or misnamed
     q, k, _ = qkv()
     q, k = (np.broadcast_to(a, b + a.shape) for a, b in zip((q, k), shapes))
     message = f"batch axes do not broadcast: q {q.shape}, k {k.shape}"
