@@ -421,7 +421,9 @@ def _check_sums(numerator, normaliser, fq, fk, v, key_name):
     """Raise ``ValueError`` if the numerator or the normaliser of linear attention is not finite.
 
     The inputs and their features are finite (checked), so a sum that is not
-    finite is one whose products or partial sums overflowed its dtype.
+    finite is one whose products or partial sums overflowed its dtype.  With
+    ``numerator=None`` (the weights alone) only the normaliser is checked: it
+    is the sum of the scores, so a score that overflowed makes it overflow too.
     """
     if not np.all(np.isfinite(normaliser)):
         raise ValueError(
@@ -429,7 +431,7 @@ def _check_sums(numerator, normaliser, fq, fk, v, key_name):
             f"(feature_map(q) of shape {fq.shape}, {key_name} of shape {fk.shape}); scale the features down "
             "(a positive factor per query row, or one factor common to all keys, leaves the output unchanged)"
         )
-    if not np.all(np.isfinite(numerator)):
+    if numerator is not None and not np.all(np.isfinite(numerator)):
         raise ValueError(
             f"feature_map(q) . {key_name} times v (the numerator of linear attention) overflows "
             f"{numerator.dtype} (feature_map(q) of shape {fq.shape}, {key_name} of shape {fk.shape}, "
@@ -490,7 +492,10 @@ def linear_attention_weights(
         If the shapes do not match (``q`` ``(..., n, k)``, ``k``
         ``(..., m, k)``); if an input holds NaN or ``+-inf``; if the
         features of ``q`` and ``k`` differ in width, have the wrong number of
-        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``.
+        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if a
+        score :math:`\phi(q_i)\cdot\phi(k_j)` or the normaliser, their sum over
+        the kept keys, overflows the dtype, although inputs and features are
+        finite (the error names the features and their shapes).
 
     Notes
     -----
@@ -514,11 +519,14 @@ def linear_attention_weights(
     (True, True)
     """
     q, k, _ = _validate_qkv(q, k, None, causal)
-    fq, fk, _ = _features(q, k, feature_map, key_feature_map)
-    scores = fq @ np.swapaxes(fk, -1, -2)  # (..., n, m)
-    if causal:
-        scores = np.tril(scores)
-    return scores / scores.sum(axis=-1, keepdims=True)
+    fq, fk, key_name = _features(q, k, feature_map, key_feature_map)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is an error below, naming the operands
+        scores = fq @ np.swapaxes(fk, -1, -2)  # (..., n, m)
+        if causal:
+            scores = np.tril(scores)
+        total = scores.sum(axis=-1, keepdims=True)  # (..., n, 1)
+    _check_sums(None, total, fq, fk, None, key_name)
+    return scores / total
 
 
 def linear_attention(

@@ -194,6 +194,29 @@ def test_linear_attention_sums_that_overflow_are_an_error_naming_the_operands(dt
             linear_attention(q, k, v_big, scaled_exp(big_num, dtype), causal=causal, chunk=4)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_attention_weights_that_overflow_are_the_same_error(dtype, causal):
+    # the explicit matrix: scores phi(q_i) . phi(k_j) near 1e40 (float32) overflow, and so does their sum;
+    # the same error as linear_attention's, naming the features; scores near 1e34 are still computed
+    q, k, _ = qkv(dtype)
+    big_norm, big_num, _ = OVERFLOWS[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with raises_naming(ValueError, "feature_map(q) . feature_map(k) (the normaliser", np.dtype(dtype).name,
+                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)"):
+            linear_attention_weights(q, k, scaled_exp(big_norm, dtype), causal=causal)
+        with raises_naming(ValueError, "feature_map(q) . key_feature_map(k) (the normaliser"):
+            linear_attention_weights(q, k, scaled_exp(1, dtype), causal=causal,
+                                     key_feature_map=lambda x: np.full(x.shape, np.finfo(dtype).max / 4, dtype))
+        got = linear_attention_weights(q, k, scaled_exp(big_num, dtype), causal=causal)
+    assert got.dtype == dtype
+    eye = np.eye(6)
+    want = exp_features_reference(q, k, eye, causal)  # the weights are the output for v = I
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_linear_attention_numerator_overflowing_both_ways_is_the_same_error_without_a_warning(dtype):
     # phi(k_1) v_1 overflows to +inf in one feature and phi(k_2) v_2 to -inf in the other; the query sums
