@@ -195,17 +195,13 @@ def positive_random_features(x: ArrayLike, omega: ArrayLike, *, stabilizer: str 
     check_choice(stabilizer, "stabilizer", (None, "row", "global"))
     dtype = np.result_type(x, omega)
     x = x.astype(dtype, copy=False)  # |x|^2 too in the result's dtype (float64 for a float32 x and float64 omega)
-    exponent = x @ omega.T.astype(dtype, copy=False)  # (..., n, m)
-    if omega.shape[0] == 0:  # no features: nothing to normalise by 1/sqrt(m)
-        return exponent
+    exponent = x @ omega.T.astype(dtype, copy=False)  # (..., n, m), m >= 1 (_check_omega)
     # The factor 1/sqrt(m) enters the exponent as -log(m)/2: one pass less over (n, m).
     offset = 0.5 * np.sum(x * x, axis=-1, keepdims=True) + 0.5 * math.log(omega.shape[0])  # (..., n, 1)
     if stabilizer == "row":
         offset = offset + np.max(exponent - offset, axis=-1, keepdims=True) + 0.5 * math.log(omega.shape[0])
     elif stabilizer == "global":
         offset = offset + np.max(exponent - offset) + 0.5 * math.log(omega.shape[0])
-    elif stabilizer is not None:
-        raise ValueError(f"stabilizer must be None, 'row' or 'global', got {stabilizer!r}")
     exponent -= offset.astype(dtype, copy=False)
     np.exp(exponent, out=exponent)
     return exponent
@@ -267,9 +263,7 @@ def trig_random_features(x: ArrayLike, omega: ArrayLike) -> np.ndarray:
     x, omega = _check_omega(x, omega)
     dtype = np.result_type(x, omega)
     x = x.astype(dtype, copy=False)  # |x|^2 too in the result's dtype (float64 for a float32 x and float64 omega)
-    angles = x @ omega.T.astype(dtype, copy=False)  # (..., n, m)
-    if omega.shape[0] == 0:  # no features: nothing to normalise by 1/sqrt(m)
-        return np.concatenate([angles, angles], axis=-1)  # (..., n, 0)
+    angles = x @ omega.T.astype(dtype, copy=False)  # (..., n, m), m >= 1 (_check_omega)
     radius = np.exp(0.5 * np.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(omega.shape[0])
     return (np.concatenate([np.cos(angles), np.sin(angles)], axis=-1) * radius).astype(dtype)  # (..., n, 2m)
 
