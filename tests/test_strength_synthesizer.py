@@ -71,11 +71,27 @@ def test_factorized_random_errors():
         factorized_random_scores(normal(3, 2), normal(3, 2) > 0, 3)
     with raises_naming(ValueError, "r1", "(L, r)"):
         factorized_random_scores(normal(3), normal(3, 2), 3)
-    with raises_naming(ValueError, "r2", "(3, 2)"):
+    with raises_naming(ValueError, "r2", "(3, 2)", "to match r1 of shape (3, 2)"):  # kills match=("XXr1XX", r1)
         factorized_random_scores(normal(3, 2), normal(3, 3), 3)
     with pytest.raises(ValueError, match=r"^Factorized Random synthesizer: r1 \(4, 2\) has one entry per key "
                                          r"position for sequences of length 4"):
         factorized_random_scores(normal(4, 2), normal(4, 2), 3)
+
+
+@pytest.mark.parametrize("call", [
+    lambda n: random_scores(normal(3, 3), n),
+    lambda n: factorized_random_scores(normal(3, 2), normal(3, 2), n),
+], ids=["random", "factorized random"])
+def test_length_argument_errors_name_n(call):
+    """The length ``n`` is checked as a count named ``n``.
+
+    Kills, in random_scores and factorized_random_scores, check_count(n, "n") => check_count(n, None),
+    check_count(n, "XXnXX") and check_count(n, "N").
+    """
+    with raises_naming(ValueError, "n", "got 0"):
+        call(0)
+    with raises_naming(TypeError, "n", "float"):
+        call(3.0)
 
 
 def test_factorized_dense_errors():
