@@ -101,8 +101,13 @@ def test_factorized_dense_errors():
         factorized_dense_scores(normal(6, 2), normal(6, 3) > 0)
     with raises_naming(ValueError, "f_a", "(..., n, a)"):
         factorized_dense_scores(normal(6), normal(6, 3))
-    with raises_naming(ValueError, "f_b", "(..., 6, b)"):
-        factorized_dense_scores(normal(6, 2), normal(6))
+    with raises_naming(ValueError, "f_b", "(..., 6, b)", "to match f_a of shape (6, 2)"):
+        factorized_dense_scores(normal(6, 2), normal(6))  # kills match=None, no match, ("XXf_aXX", f_a), ("F_A", f_a)
+    # the choices are named: kills check_choice(tiling, "XXtilingXX", ...) and check_choice(form, "XXformXX", ...)
+    with raises_naming(ValueError, "tiling", "tile, repeat", "'stack'"):
+        factorized_dense_scores(normal(6, 2), normal(6, 3), tiling="stack")
+    with raises_naming(ValueError, "form", "as_written, transposed", "'transpose'"):
+        factorized_dense_scores(normal(6, 2), normal(6, 3), form="transpose")
     with pytest.raises(ValueError, match=re.escape("batch axes do not broadcast: f_a (2, 6, 2), f_b (3, 6, 3)")):
         factorized_dense_scores(normal(2, 6, 2), normal(3, 6, 3))
     with pytest.raises(ValueError, match=re.escape("a = 2 and f_b has b = 4 columns, a * b = 8, but the "
@@ -115,6 +120,13 @@ def test_mixture_errors_name_the_matrix():
         mixture_weights(np.array([True, False]))
     with raises_naming(ValueError, "logits", "(N,)"):
         mixture_weights(np.zeros((2, 2)))
+    with raises_naming(ValueError, "logits", "at least one", "(0,)"):  # kills the "XX...XX" message
+        mixture_weights(np.zeros(0))
+    # the type of the rejected argument is named: kills {type(None).__name__} for {type(scores).__name__}
+    with raises_naming(TypeError, "scores", "got str"):
+        mixture_scores("abc", np.zeros(3))
+    with raises_naming(TypeError, "scores", "got float"):
+        mixture_scores(2.5, np.zeros(1))
     with raises_naming(TypeError, "scores[1]"):
         mixture_scores([normal(3, 3), normal(3, 3) > 0], np.zeros(2))
     with raises_naming(ValueError, "scores[0]", "(..., n, n)"):
