@@ -31,12 +31,22 @@ def normal(*shape):
 
 def test_dense_errors():
     x = normal(3, 2)
-    with raises_naming(ValueError, "w1", "(2, f)"):
+    with raises_naming(ValueError, "w1", "(2, f)", "to match x of shape (3, 2)"):  # kills match=("XXxXX", x)
         dense_features(x, normal(4, 5), normal(5, 3))
-    with raises_naming(ValueError, "w2", "(5, e)"):
+    # w2 is checked against w1 (the caller's argument), not against the hidden layer inside linear(): kills
+    # as_float_array(w2, ...) with spec None or no spec, with match None, no match, ("XXw1XX", w1), ("W1", w1)
+    with raises_naming(ValueError, "w2", "(5, e)", "to match w1 of shape (2, 5)"):
         dense_features(x, normal(2, 5), normal(4, 3))
     with raises_naming(ValueError, "b1", "(5,)"):
         dense_features(x, normal(2, 5), normal(5, 3), b1=normal(4))
+    # dense_features checks x itself, before w1 is checked against it: kills as_float_array(x, "XXxXX", ...),
+    # spec None or no spec, and the axis letters "XXnXX", "N", "XXdXX", "D"
+    with raises_naming(TypeError, "x"):
+        dense_features(x > 0, normal(2, 5), normal(5, 3))
+    with raises_naming(ValueError, "x", "(..., n, d)", "got shape ()"):
+        dense_features(np.float64(1.0), normal(1, 5), normal(5, 3))
+    with raises_naming(ValueError, "x", "(..., n, d)", "got shape (3,)"):
+        dense_features(normal(3), normal(2, 5), normal(5, 3))
     with raises_naming(TypeError, "x"):
         dense_scores(x > 0, normal(2, 5), normal(5, 3))
     with raises_naming(ValueError, "x", "(..., n, d)"):
@@ -151,6 +161,9 @@ def test_synthesizer_attention_errors():
         synthesizer_attention(normal(2, 3, 2), normal(3, 3, 3), w_v)
     with raises_naming(ValueError, "w_v", "(2, e)"):
         synthesizer_attention(x, s, normal(3, 4))
+    # the mask is checked against the scores, named: kills check_mask(..., None), "XXscoresXX" and "SCORES"
+    with raises_naming(ValueError, "mask", "does not broadcast to the shape of scores, (3, 3)"):
+        synthesizer_attention(x, s, w_v, mask=np.ones((2, 3), dtype=bool))
 
 
 # ---- values against independent routes ----------------------------------------------------------
