@@ -56,3 +56,39 @@ def test_softmax_works_in_the_compute_dtype_not_in_float64():
             tracemalloc.stop()
         assert y.dtype == dtype
         assert peak < (copies + 0.5) * xx.nbytes, (dtype, peak / xx.nbytes)
+
+
+def test_each_row_is_shifted_by_its_own_maximum():
+    """Query 0 scores about 1768 and query 1 about 0.35: shifting every row by the largest score
+    of the whole matrix (max over all axes instead of the last) underflows row 1 to exp(-1768) = 0,
+    a row of zeros instead of [0.5, 0.5].  Kills, in _numerators_inplace,
+    _shifted_exp_inplace(z, -1, ...) => _shifted_exp_inplace(z, None, ...)."""
+    from attncore import attention_weights
+
+    q = np.array([[50.0, 0.0], [0.5, 0.0]])
+    k = np.array([[50.0, 0.0], [49.0, 1.0]])
+    s = q @ k.T / np.sqrt(2.0)
+    for normalize, norm in (("softmax", np.sum), ("l2", np.linalg.norm)):
+        a = attention_weights(q, k, normalize=normalize)
+        for i in range(2):
+            e = np.exp(s[i] - s[i].max())  # the reference: float64, row by row
+            np.testing.assert_allclose(a[i], e / norm(e), rtol=1e-12, err_msg=normalize)
+
+
+def test_numerators_are_unshifted_exactly_when_asked():
+    """_numerators_inplace(shift=False) returns exp(z / T) itself and its row sums or norms
+    (attention passes shift=False only when it has proved the scores small); with shift=True every
+    row's largest numerator is exp(0) = 1.  Kills, in _numerators_inplace, the call
+    _shifted_exp_inplace(z, -1, ..., shift=shift, ...) without shift (always shifted), and the
+    axis None (shifted by the maximum of the whole matrix)."""
+    from attncore._softmax import _numerators_inplace
+
+    z = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]])
+    for kind, norm in (("softmax", lambda e: e.sum(-1, keepdims=True)),
+                       ("l2", lambda e: np.sqrt((e * e).sum(-1, keepdims=True)))):
+        num, den = _numerators_inplace(z.copy(), kind, shift=False, temperature=1.0)
+        np.testing.assert_allclose(num, np.exp(z), rtol=1e-15)
+        np.testing.assert_allclose(den, norm(np.exp(z)), rtol=1e-14)
+        num, den = _numerators_inplace(z.copy(), kind, shift=True, temperature=1.0)
+        assert np.array_equal(num.max(axis=-1), [1.0, 1.0]), kind
+        np.testing.assert_allclose(num / den, np.exp(z) / norm(np.exp(z)), rtol=1e-14)
