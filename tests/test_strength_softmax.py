@@ -92,3 +92,32 @@ def test_numerators_are_unshifted_exactly_when_asked():
         num, den = _numerators_inplace(z.copy(), kind, shift=True, temperature=1.0)
         assert np.array_equal(num.max(axis=-1), [1.0, 1.0]), kind
         np.testing.assert_allclose(num / den, np.exp(z) / norm(np.exp(z)), rtol=1e-14)
+
+
+def test_relu2_and_none_keep_the_rescaling_when_the_score_bound_overflows():
+    """As above, attention rescales q by 2**-j and passes 2**-j on as the temperature; relu2 and
+    "none" must divide by it too: relu(s)^2 / m and exp(s) of the true scores s = [1, 0] / sqrt(2).
+    Kills, in _numerators_inplace, `temperature != 1.0 and kind in ("relu2", "none")` =>
+    `temperature == 1.0 and ...` (the rescaled scores, 2**j times too large, are used)."""
+    from attncore import attention_weights
+
+    q = np.array([[1e20, 0.0]], np.float32)
+    k = np.array([[1e-20, 1e20], [0.0, 1e20]], np.float32)
+    s = np.array([1.0, 0.0]) / np.sqrt(2.0)
+    for normalize, ref in (("relu2", np.maximum(s, 0) ** 2 / 2), ("none", np.exp(s))):
+        a = attention_weights(q, k, normalize=normalize)
+        assert np.max(np.abs(a[0] - ref)) < 1e-6, (normalize, a, ref)
+
+
+def test_numerators_divide_relu2_and_none_scores_by_the_temperature():
+    """The scores are z / temperature for every kind (the docstring of _numerators_inplace), also
+    for temperature 2.  Kills `temperature != 1.0 and ...` => `temperature != 2.0 and ...`."""
+    from attncore._softmax import _numerators_inplace
+
+    z = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]])
+    for t in (2.0, 0.5):
+        num, den = _numerators_inplace(z.copy(), "relu2", temperature=t)
+        assert den is None
+        np.testing.assert_allclose(num, np.maximum(z / t, 0) ** 2 / 3, rtol=1e-15)
+        num, den = _numerators_inplace(z.copy(), "none", temperature=t)
+        np.testing.assert_allclose(num, np.exp(z / t), rtol=1e-15)
