@@ -98,7 +98,8 @@ def test_relu2_and_none_keep_the_rescaling_when_the_score_bound_overflows():
     """As above, attention rescales q by 2**-j and passes 2**-j on as the temperature; relu2 and
     "none" must divide by it too: relu(s)^2 / m and exp(s) of the true scores s = [1, 0] / sqrt(2).
     Kills, in _numerators_inplace, `temperature != 1.0 and kind in ("relu2", "none")` =>
-    `temperature == 1.0 and ...` (the rescaled scores, 2**j times too large, are used)."""
+    `temperature == 1.0 and ...` or `... and kind not in (...)` (the rescaled scores, 2**j times too
+    large, are used), and the kinds misspelt: "XXrelu2XX", "RELU2", "XXnoneXX", "NONE"."""
     from attncore import attention_weights
 
     q = np.array([[1e20, 0.0]], np.float32)
