@@ -1,6 +1,7 @@
 """attncore._softmax: checks added to kill surviving mutants (see the appendix "How strong is the evidence")."""
 
 import numpy as np
+import pytest
 
 from attncore import softmax
 from strength import raises_naming
@@ -12,6 +13,28 @@ def test_bad_temperature_is_an_error_naming_temperature():
         softmax(x, temperature=0.0)
     with raises_naming(TypeError, "temperature"):
         softmax(x, temperature="1")
+
+
+def test_temperature_is_checked_in_the_compute_dtype_with_its_reciprocal():
+    """float32 (and float16) logits are divided by T in float32: T = 1e-50 is 0 there, and T = 1e-39
+    is a float32 subnormal whose reciprocal overflows; float64 has the same edge at 1e-310.  Kills
+    check_real(temperature, ..., work, ...) => dtype None or omitted (float64), and reciprocal=True =>
+    None, False or omitted."""
+    for dtype in (np.float32, np.float16):
+        x = np.zeros(3, dtype)
+        with raises_naming(ValueError, "temperature", "not representable in float32"):
+            softmax(x, temperature=1e-50)
+        with raises_naming(ValueError, "temperature", "float32", "reciprocal"):
+            softmax(x, temperature=1e-39)
+    with raises_naming(ValueError, "temperature", "float64", "reciprocal"):
+        softmax(np.zeros(3), temperature=1e-310)
+    assert softmax(np.array([0.0, 1.0], np.float32), temperature=1e-30)[1] == 1  # a normal float32 T is fine
+
+
+def test_an_axis_out_of_range_names_x():
+    """Kills check_axis(axis, z.ndim, "x") => None, "XXxXX", "X"."""
+    with pytest.raises(ValueError, match=r"^axis = 2 is out of range for x with 2 axes"):
+        softmax(np.zeros((2, 3)), axis=2)
 
 
 def test_a_mask_that_does_not_broadcast_names_mask_and_x():
