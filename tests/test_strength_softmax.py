@@ -1,5 +1,7 @@
 """attncore._softmax: checks added to kill surviving mutants (see the appendix "How strong is the evidence")."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -145,3 +147,68 @@ def test_numerators_divide_relu2_and_none_scores_by_the_temperature():
         np.testing.assert_allclose(num, np.maximum(z / t, 0) ** 2 / 3, rtol=1e-15)
         num, den = _numerators_inplace(z.copy(), "none", temperature=t)
         np.testing.assert_allclose(num, np.exp(z / t), rtol=1e-15)
+
+
+def test_normalize_none_ignores_a_masked_score_too_large_for_exp():
+    """A masked score never reaches exp: query 0 masks key 0, whose score 2000/sqrt(2) would
+    overflow exp.  Kills, in _numerators_inplace ("none"), np.copyto(z, -inf, where=~mask) =>
+    where=None (copies nothing, so exp overflows and the call raises)."""
+    from attncore import attention_weights
+
+    q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    k = np.array([[2000.0, 0.0], [1.0, 1.0]])
+    mask = np.array([[False, True], [True, True]])
+    s = q @ k.T / np.sqrt(2.0)
+    got = attention_weights(q, k, mask=mask, normalize="none")
+    np.testing.assert_allclose(got, np.where(mask, np.exp(np.where(mask, s, 0.0)), 0.0), rtol=1e-14)
+
+
+def test_no_overflow_warning_escapes():
+    """Overflows that the code expects (to -inf before exp, or in exp before its own error) are
+    silenced: with warnings as errors the results, and the documented error, are unchanged.
+    Kills np.errstate(over="ignore") => over=None (which leaves the warning on) in
+    _shifted_exp_inplace (softmax with a tiny temperature), in _numerators_inplace's temperature
+    division (relu2 of a true score -7e39 beyond float32) and around its exp ("none"); and the
+    message of that error mutated ("XX...XX", upper case)."""
+    import warnings
+
+    from attncore import attention_weights
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert softmax(np.array([0.0, -1e300]), temperature=1e-10).tolist() == [1.0, 0.0]
+        q = np.array([[1e20, 0.0]], np.float32)
+        k = np.array([[-1e20, 0.0], [1e-20, 1e20]], np.float32)
+        a = attention_weights(q, k, normalize="relu2")  # scores [-1e40, 1] / sqrt(2): relu2 [0, 1/4]
+        assert np.max(np.abs(a[0] - [0.0, 0.25])) < 1e-6, a
+        with pytest.raises(ValueError, match=re.escape(
+                'a score is too large for exp without a denominator (normalize="none"); scale the scores down')):
+            attention_weights(np.array([[2000.0, 0.0]]), np.array([[1.0, 0.0]]), normalize="none")  # exp(1414)
+
+
+def test_softmax_with_temperature_two():
+    """Kills, in _shifted_exp_inplace, `if temperature != 1.0:` => `!= 2.0` (T = 2 not applied)."""
+    x = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]])
+    e = np.exp(x / 2.0)
+    np.testing.assert_allclose(softmax(x, temperature=2.0), e / e.sum(-1, keepdims=True), rtol=1e-14)
+
+
+def test_unshifted_exp_divides_by_the_temperature():
+    """_shifted_exp_inplace(shift=False) is exp(z / T) (its docstring; attention uses shift=False
+    only with T = 1 today, so the public route does not reach it).  Kills, in the shift=False branch,
+    `if temperature != 1.0` => `== 1.0` and `!= 2.0`, and `z /= T` => `z = T`, `z *= T`, `z /= type(None)`."""
+    from attncore._softmax import _shifted_exp_inplace
+
+    z = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]])
+    for t in (2.0, 0.5, 1.0):
+        got = _shifted_exp_inplace(z.copy(), -1, temperature=t, shift=False)
+        np.testing.assert_allclose(got, np.exp(z / t), rtol=1e-15)
+
+
+def test_numerators_reject_an_unknown_kind_by_name():
+    """The public functions check normalize first (check_choice); the helper's own error must say the
+    same.  Kills the message of its ValueError replaced by None, ', '.join(None), 'XX, XX'.join(...)."""
+    from attncore._softmax import _numerators_inplace
+
+    with pytest.raises(ValueError, match=r"^normalize must be one of softmax, l2, relu2, none, got 'bogus'$"):
+        _numerators_inplace(np.zeros((2, 2)), "bogus")
