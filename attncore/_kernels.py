@@ -100,8 +100,9 @@ def gaussian_features(m: int, d: int, rng: np.random.Generator, *, orthogonal: b
     blocks = []
     for _ in range(-(-m // d)):
         q, r = np.linalg.qr(rng.standard_normal((d, d)))
-        # Fixing the signs by diag(r) makes q Haar-distributed.
-        blocks.append((q * np.sign(np.diag(r))).T)  # (d, d), orthonormal rows
+        # Fixing the signs by diag(r) makes q Haar-distributed; copysign, not sign, so that a
+        # singular draw (a zero on the diagonal of r) keeps its row of q instead of zeroing it.
+        blocks.append((q * np.copysign(1.0, np.diag(r))).T)  # (d, d), orthonormal rows
     directions = np.concatenate(blocks, axis=0)[:m]  # (m, d)
     norms = np.sqrt(rng.chisquare(d, size=m))  # (m,)
     return directions * norms[:, None]
@@ -193,17 +194,14 @@ def positive_random_features(x: ArrayLike, omega: ArrayLike, *, stabilizer: str 
     x, omega = _check_omega(x, omega)
     check_choice(stabilizer, "stabilizer", (None, "row", "global"))
     dtype = np.result_type(x, omega)
-    exponent = x @ omega.T.astype(dtype, copy=False)  # (..., n, m)
-    if omega.shape[0] == 0:  # no features: nothing to normalise by 1/sqrt(m)
-        return exponent
+    x = x.astype(dtype, copy=False)  # |x|^2 too in the result's dtype (float64 for a float32 x and float64 omega)
+    exponent = x @ omega.T.astype(dtype, copy=False)  # (..., n, m), m >= 1 (_check_omega)
     # The factor 1/sqrt(m) enters the exponent as -log(m)/2: one pass less over (n, m).
     offset = 0.5 * np.sum(x * x, axis=-1, keepdims=True) + 0.5 * math.log(omega.shape[0])  # (..., n, 1)
     if stabilizer == "row":
         offset = offset + np.max(exponent - offset, axis=-1, keepdims=True) + 0.5 * math.log(omega.shape[0])
     elif stabilizer == "global":
         offset = offset + np.max(exponent - offset) + 0.5 * math.log(omega.shape[0])
-    elif stabilizer is not None:
-        raise ValueError(f"stabilizer must be None, 'row' or 'global', got {stabilizer!r}")
     exponent -= offset.astype(dtype, copy=False)
     np.exp(exponent, out=exponent)
     return exponent
@@ -264,9 +262,8 @@ def trig_random_features(x: ArrayLike, omega: ArrayLike) -> np.ndarray:
     """
     x, omega = _check_omega(x, omega)
     dtype = np.result_type(x, omega)
-    angles = x @ omega.T.astype(dtype, copy=False)  # (..., n, m)
-    if omega.shape[0] == 0:  # no features: nothing to normalise by 1/sqrt(m)
-        return np.concatenate([angles, angles], axis=-1)  # (..., n, 0)
+    x = x.astype(dtype, copy=False)  # |x|^2 too in the result's dtype (float64 for a float32 x and float64 omega)
+    angles = x @ omega.T.astype(dtype, copy=False)  # (..., n, m), m >= 1 (_check_omega)
     radius = np.exp(0.5 * np.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(omega.shape[0])
     return (np.concatenate([np.cos(angles), np.sin(angles)], axis=-1) * radius).astype(dtype)  # (..., n, 2m)
 
@@ -411,7 +408,29 @@ def _features(q, k, feature_map, key_feature_map):
         key_name = "key_feature_map(k)"
     fq = as_float_array(feature_map(q), "feature_map(q)", ("...", q.shape[-2], "D"))
     fk = as_float_array(key_feature_map(k), key_name, ("...", k.shape[-2], fq.shape[-1]))
-    return fq, fk
+    return fq, fk, key_name
+
+
+def _check_sums(numerator, normaliser, fq, fk, v, key_name):
+    """Raise ``ValueError`` if the numerator or the normaliser of linear attention is not finite.
+
+    The inputs and their features are finite (checked), so a sum that is not
+    finite is one whose products or partial sums overflowed its dtype.  With
+    ``numerator=None`` (the weights alone) only the normaliser is checked: it
+    is the sum of the scores, so a score that overflowed makes it overflow too.
+    """
+    if not np.all(np.isfinite(normaliser)):
+        raise ValueError(
+            f"feature_map(q) . {key_name} (the normaliser of linear attention) overflows {normaliser.dtype} "
+            f"(feature_map(q) of shape {fq.shape}, {key_name} of shape {fk.shape}); scale the features down "
+            "(a positive factor per query row, or one factor common to all keys, leaves the output unchanged)"
+        )
+    if numerator is not None and not np.all(np.isfinite(numerator)):
+        raise ValueError(
+            f"feature_map(q) . {key_name} times v (the numerator of linear attention) overflows "
+            f"{numerator.dtype} (feature_map(q) of shape {fq.shape}, {key_name} of shape {fk.shape}, "
+            f"v of shape {v.shape}); scale v or the features down"
+        )
 
 
 def _validate_qkv(q, k, v, causal):
@@ -467,7 +486,10 @@ def linear_attention_weights(
         If the shapes do not match (``q`` ``(..., n, k)``, ``k``
         ``(..., m, k)``); if an input holds NaN or ``+-inf``; if the
         features of ``q`` and ``k`` differ in width, have the wrong number of
-        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``.
+        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if a
+        score :math:`\phi(q_i)\cdot\phi(k_j)` or the normaliser, their sum over
+        the kept keys, overflows the dtype, although inputs and features are
+        finite (the error names the features and their shapes).
 
     Notes
     -----
@@ -491,11 +513,14 @@ def linear_attention_weights(
     (True, True)
     """
     q, k, _ = _validate_qkv(q, k, None, causal)
-    fq, fk = _features(q, k, feature_map, key_feature_map)
-    scores = fq @ np.swapaxes(fk, -1, -2)  # (..., n, m)
-    if causal:
-        scores = np.tril(scores)
-    return scores / scores.sum(axis=-1, keepdims=True)
+    fq, fk, key_name = _features(q, k, feature_map, key_feature_map)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is an error below, naming the operands
+        scores = fq @ np.swapaxes(fk, -1, -2)  # (..., n, m)
+        if causal:
+            scores = np.tril(scores)
+        total = scores.sum(axis=-1, keepdims=True)  # (..., n, 1)
+    _check_sums(None, total, fq, fk, None, key_name)
+    return scores / total
 
 
 def linear_attention(
@@ -549,7 +574,11 @@ def linear_attention(
         If the shapes do not match (``q`` ``(..., n, k)``, ``k``
         ``(..., m, k)``, ``v`` ``(..., m, v)``); if an input holds NaN or ``+-inf``; if the
         features of ``q`` and ``k`` differ in width, have the wrong number of
-        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if ``chunk < 1``.
+        rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if ``chunk < 1``;
+        if the numerator :math:`\sum_j (\phi(q_i)\cdot\phi(k_j))\, v_j` or the
+        normaliser :math:`\sum_j \phi(q_i)\cdot\phi(k_j)` (with the mask, of any
+        block) overflows the dtype it is computed in, although inputs and
+        features are finite (the error names the features, ``v`` and their shapes).
 
     Notes
     -----
@@ -578,7 +607,12 @@ def linear_attention(
     so ``feature_map`` with ``stabilizer="row"`` and ``key_feature_map`` with
     ``stabilizer="global"`` (see :func:`positive_random_features`) compute the
     same output from features whose largest entries are :math:`1/\sqrt{D}`,
-    which keeps it finite in float64 for norms up to 30 (tested).
+    which keeps it finite in float64 for norms up to 30 (tested).  At the
+    other end, features and values so large that the numerator or the
+    normaliser overflows (features near ``1e17`` and values near ``1e30`` in
+    float32) are a ``ValueError``, not an output of ``inf`` or ``nan``; the
+    same two rescalings of the features, or smaller values (the output scales
+    with them), avoid it.
 
     See Also
     --------
@@ -615,14 +649,17 @@ def linear_attention(
     """
     q, k, v = _validate_qkv(q, k, v, causal)
     chunk = check_count(chunk, "chunk")
-    fq, fk = _features(q, k, feature_map, key_feature_map)
+    fq, fk, key_name = _features(q, k, feature_map, key_feature_map)
     if not causal:
-        state = np.swapaxes(fk, -1, -2) @ v  # (..., D, v)
-        total = np.sum(fk, axis=-2)[..., :, None]  # (..., D, 1)
-        numerator = fq @ state  # (..., n, v)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is an error below, naming the operands
+            state = np.swapaxes(fk, -1, -2) @ v  # (..., D, v)
+            total = np.sum(fk, axis=-2)[..., :, None]  # (..., D, 1)
+            numerator = fq @ state  # (..., n, v)
+            denominator = fq @ total  # (..., n, 1)
         if k.shape[-2] == 0:  # no keys: an empty sum, 0 as in attention (not 0/0)
             return np.zeros_like(numerator)
-        return numerator / (fq @ total)  # (..., n, v)
+        _check_sums(numerator, denominator, fq, fk, v, key_name)
+        return numerator / denominator  # (..., n, v)
     batch = batch_shape(("features of q", fq, 2), ("features of k", fk, 2), ("v", v, 2))
     n, width, dv = fq.shape[-2], fq.shape[-1], v.shape[-1]
     dtype = np.result_type(fq, fk, v)
@@ -632,10 +669,12 @@ def linear_attention(
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
         fq_b, fk_b, v_b = fq[..., start:stop, :], fk[..., start:stop, :], v[..., start:stop, :]
-        local = np.tril(fq_b @ np.swapaxes(fk_b, -1, -2))  # (..., c, c)
-        numerator = fq_b @ state + local @ v_b  # (..., c, v)
-        denominator = fq_b @ total + local.sum(axis=-1, keepdims=True)  # (..., c, 1)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is an error below, naming the operands
+            local = np.tril(fq_b @ np.swapaxes(fk_b, -1, -2))  # (..., c, c)
+            numerator = fq_b @ state + local @ v_b  # (..., c, v)
+            denominator = fq_b @ total + local.sum(axis=-1, keepdims=True)  # (..., c, 1)
+            state = state + np.swapaxes(fk_b, -1, -2) @ v_b
+            total = total + np.sum(fk_b, axis=-2)[..., :, None]
+        _check_sums(numerator, denominator, fq, fk, v, key_name)
         out[..., start:stop, :] = numerator / denominator
-        state = state + np.swapaxes(fk_b, -1, -2) @ v_b
-        total = total + np.sum(fk_b, axis=-2)[..., :, None]
     return out

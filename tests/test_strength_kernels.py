@@ -3,11 +3,20 @@
 import itertools
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
 
-from attncore._kernels import exp_limit_features, linear_attention, taylor_features
+from attncore._kernels import (
+    exp_limit_features,
+    gaussian_features,
+    linear_attention,
+    linear_attention_weights,
+    positive_random_features,
+    taylor_features,
+    trig_random_features,
+)
 from strength import raises_naming
 
 
@@ -133,3 +142,305 @@ def test_causal_linear_attention_default_chunk_is_64():
     v = rng.normal(size=(130, 3))
     got = linear_attention(q, k, v, phi, causal=True)
     np.testing.assert_array_equal(got, linear_attention(q, k, v, phi, causal=True, chunk=64))
+
+
+# --- linear_attention: sums that overflow the dtype are an error, not inf (the bug of the appendix's
+# "Found while killing mutants"); the scale of the features cancels, so a float64 route without it is exact
+
+def scaled_exp(scale, dtype):
+    return lambda x: (np.exp(x.astype(np.float64)) * scale).astype(dtype)  # positive, finite
+
+
+def exp_features_reference(q, k, v, causal):
+    # phi(x) = c exp(x): phi(q_i) . phi(k_j) = c^2 sum_t exp(q_it + k_jt), and c^2 cancels in the ratio
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    w = np.exp(q[:, None, :] + k[None, :, :]).sum(-1)  # (n, m)
+    if causal:
+        w = np.tril(w)
+    return (w / w.sum(-1, keepdims=True)) @ v
+
+
+OVERFLOWS = {  # dtype: (feature scale whose normaliser overflows, feature scale and value scale whose numerator does)
+    np.float32: (1e20, 1e17, 1e30),
+    np.float64: (1e160, 1e150, 1e200),
+}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_attention_sums_that_overflow_are_an_error_naming_the_operands(dtype, causal):
+    # before the fix: inf or nan with a RuntimeWarning at best; now a ValueError naming the features,
+    # v and their shapes, and no warning escapes on the way
+    q, k, v = qkv(dtype)
+    name = np.dtype(dtype).name
+    big_norm, big_num, big_v = OVERFLOWS[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with raises_naming(ValueError, "feature_map(q) . feature_map(k) (the normaliser", name,
+                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)",
+                           "scale the features down (a positive factor per query row, or one factor common to all "
+                           "keys, leaves the output unchanged)"):
+            linear_attention(q, k, v, scaled_exp(big_norm, dtype), causal=causal, chunk=4)
+        with raises_naming(ValueError, "feature_map(q) . key_feature_map(k) (the normaliser", name,
+                           "key_feature_map(k) of shape (6, 3)"):
+            # keys' features a quarter of the largest float: 6 keys (4 in the first block) overflow the sum
+            linear_attention(q, k, v, scaled_exp(1, dtype), causal=causal, chunk=4,
+                             key_feature_map=lambda x: np.full(x.shape, np.finfo(dtype).max / 4, dtype))
+        # only the first column of v is large: one column of the numerator overflows, the other does not
+        v_big = (v * np.array([big_v, 1])).astype(dtype)
+        with raises_naming(ValueError, "feature_map(q) . feature_map(k) times v (the numerator", name,
+                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)", "v of shape (6, 2)",
+                           "scale v or the features down"):
+            linear_attention(q, k, v_big, scaled_exp(big_num, dtype), causal=causal, chunk=4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_attention_weights_that_overflow_are_the_same_error(dtype, causal):
+    # the explicit matrix: scores phi(q_i) . phi(k_j) near 1e40 (float32) overflow, and so does their sum;
+    # the same error as linear_attention's, naming the features; scores near 1e34 are still computed
+    q, k, _ = qkv(dtype)
+    big_norm, big_num, _ = OVERFLOWS[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with raises_naming(ValueError, "feature_map(q) . feature_map(k) (the normaliser", np.dtype(dtype).name,
+                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)"):
+            linear_attention_weights(q, k, scaled_exp(big_norm, dtype), causal=causal)
+        with raises_naming(ValueError, "feature_map(q) . key_feature_map(k) (the normaliser"):
+            linear_attention_weights(q, k, scaled_exp(1, dtype), causal=causal,
+                                     key_feature_map=lambda x: np.full(x.shape, np.finfo(dtype).max / 4, dtype))
+        got = linear_attention_weights(q, k, scaled_exp(big_num, dtype), causal=causal)
+    assert got.dtype == dtype
+    eye = np.eye(6)
+    want = exp_features_reference(q, k, eye, causal)  # the weights are the output for v = I
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_attention_numerator_overflowing_both_ways_is_the_same_error_without_a_warning(dtype):
+    # phi(k_1) v_1 overflows to +inf in one feature and phi(k_2) v_2 to -inf in the other; the query sums
+    # them, inf - inf = nan (numpy's "invalid value" warning, which must not escape either)
+    big = {np.float32: 1e20, np.float64: 1e200}[dtype]
+    q, k, v = np.ones((1, 2), dtype), np.diag([big, big]).astype(dtype), np.array([[big], [-big]], dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with raises_naming(ValueError, "feature_map(q) . feature_map(k) times v (the numerator", "(2, 1)"):
+            linear_attention(q, k, v, lambda x: x)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_attention_of_large_but_finite_sums_is_still_computed(dtype, causal):
+    # the numerator reaches 16% (float32) and 3% (float64) of the largest float: no error, no warning,
+    # and the result is the float64 reference, in which the features' scale cancels
+    q, k, v = qkv(dtype)
+    big_feature, big_v = {np.float32: (1e17, 1e3), np.float64: (1e150, 1e6)}[dtype]
+    v = (v * big_v).astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = linear_attention(q, k, v, scaled_exp(big_feature, dtype), causal=causal, chunk=4)
+    assert got.dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, exp_features_reference(q, k, v, causal), rtol=tol, atol=tol * big_v)
+
+
+@pytest.mark.parametrize("which", ["state", "total"])
+def test_causal_linear_attention_running_sums_overflow_in_the_dtype_of_the_result(which):
+    # Kills the 4 mutants that build the causal running sums `state` or `total` with np.zeros(..., dtype=None)
+    # or without dtype (float64 accumulators for float32 input).  One token per block, so each block's own
+    # products fit in float32 and only a running sum over earlier blocks overflows: the last of 5 queries
+    # sees 4 keys' phi(k) v = 1e38, which sum to 4e38 (state); the last of 3 sees 2 keys' phi(k) = 2e38
+    # (total); the largest float32 is 3.4e38.  The sums are in float32, as without the mask, so both are
+    # the same error; float64 accumulators returned a result.
+    n, fk, fv, fq = {"state": (5, 1e19, 1e19, 1e-20), "total": (3, 2e38, 1e-10, 1e-30)}[which]
+    q, k, v = (np.full((n, 1), x, np.float32) for x in (fq, fk, fv))
+    part = "times v (the numerator" if which == "state" else "(the normaliser"
+    for causal in (False, True):
+        with raises_naming(ValueError, f"feature_map(q) . feature_map(k) {part}", "float32", f"feature_map(k) of shape ({n}, 1)"):
+            linear_attention(q, k, v, lambda x: x, causal=causal, chunk=1)
+
+
+# --- gaussian_features
+
+def generator_with_zero_draws(words):
+    # an MT19937 generator whose next `words` 32-bit outputs are 0 (tempering maps 0 to 0): each pair of
+    # them is a 64-bit 0, which numpy's ziggurat turns into a standard normal draw of exactly 0.0
+    bits = np.random.MT19937(0)
+    key = bits.state["state"]["key"].copy()
+    key[600:600 + words] = 0
+    bits.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": 600}}
+    return np.random.Generator(bits)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_orthogonal_gaussian_features_of_a_singular_draw_keep_every_row(d):
+    # A draw whose first row is 0 is singular, so QR gives r a zero on its diagonal.  The signs used to be
+    # np.sign(diag(r)), 0 there, which zeroed a row of the result (a bug, fixed with copysign); the mutant
+    # that divides by those signs instead of multiplying made it inf.  Every row must be a unit direction
+    # times a chi norm: finite, nonzero, and orthogonal to the other rows of its block.
+    assert np.all(generator_with_zero_draws(2 * d).standard_normal((d, d))[0] == 0)  # the draw is singular
+    w = gaussian_features(d, d, generator_with_zero_draws(2 * d), orthogonal=True)
+    assert np.all(np.isfinite(w))
+    gram = w @ w.T
+    assert np.all(np.diag(gram) > 0)
+    np.testing.assert_allclose(gram - np.diag(np.diag(gram)), 0, atol=1e-12)
+
+
+def test_gaussian_features_error_names_orthogonal():
+    # kills check_bool(orthogonal, "XXorthogonalXX")
+    with raises_naming(TypeError, "orthogonal"):
+        gaussian_features(2, 2, np.random.default_rng(0), orthogonal=1)
+
+
+# --- positive_random_features, trig_random_features
+
+def positive_loop(x, omega, stabilizer=None):
+    # exp(x . w - |x|^2/2) / sqrt(m) entry by entry in the inputs' own scalars (float64 or longdouble);
+    # "row" rescales each row, "global" the whole array, so that the largest entry is 1/sqrt(m)
+    rows = x.reshape(-1, x.shape[-1])
+    m = len(omega)
+    f = np.array([[np.exp(np.sum(r * w) - np.sum(r * r) / 2) for w in omega] for r in rows])
+    if stabilizer == "row":
+        f = f / f.max(axis=1, keepdims=True)
+    elif stabilizer == "global":
+        f = f / f.max()
+    return (f / np.sqrt(f.dtype.type(m))).reshape(x.shape[:-1] + (m,))
+
+
+def trig_loop(x, omega):
+    # exp(|x|^2/2) / sqrt(m) times the m cosines, then the m sines, of x . w
+    rows = x.reshape(-1, x.shape[-1])
+    m = len(omega)
+    f = np.array([np.exp(np.sum(r * r) / 2) / np.sqrt(r.dtype.type(m))
+                  * np.array([np.cos(np.sum(r * w)) for w in omega] + [np.sin(np.sum(r * w)) for w in omega])
+                  for r in rows])
+    return f.reshape(x.shape[:-1] + (2 * m,))
+
+
+RANDOM_MAPS = {
+    "positive": (positive_random_features, positive_loop),
+    "positive-row": (lambda x, w: positive_random_features(x, w, stabilizer="row"),
+                     lambda x, w: positive_loop(x, w, "row")),
+    "positive-global": (lambda x, w: positive_random_features(x, w, stabilizer="global"),
+                        lambda x, w: positive_loop(x, w, "global")),
+    "trig": (trig_random_features, trig_loop),
+}
+
+
+@pytest.mark.parametrize("kind", list(RANDOM_MAPS))
+def test_random_features_of_batched_rows_match_the_loop(kind):
+    # Kills the mutants that take a reduction or a concatenation along axis +1 instead of -1 (the row
+    # maximum of stabilizer="row", the trig radius |x|^2 and the cos/sin concatenation): for x (2, 3, 4)
+    # axis 1 is the token axis, for a single (n, d) matrix it is the last one, which is why they survived.
+    rng = np.random.default_rng(21)
+    x, w = 0.5 * rng.normal(size=(2, 3, 4)), rng.normal(size=(5, 4))
+    features, loop = RANDOM_MAPS[kind]
+    got = features(x, w)
+    np.testing.assert_allclose(got, loop(x, w), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("kind", list(RANDOM_MAPS))
+@pytest.mark.parametrize("x_dtype, w_dtype", [(np.float32, np.float32), (np.float32, np.float64),
+                                              (np.float64, np.float32), (np.float64, np.float64)])
+def test_random_features_have_the_dtype_of_the_wider_input(kind, x_dtype, w_dtype):
+    # The result is np.result_type(x, omega), and float64 if either input is, computed as accurately
+    # as that: kills result_type(omega), result_type(x), result_type(None, ...) and dtype = None
+    # (float32 or float64 in the wrong place), the trig result cast .astype(None) (float64 for float32
+    # input), and positive features whose offset |x|^2/2 is rounded to float32 for a float64 x.
+    rng = np.random.default_rng(22)
+    x, w = (0.5 * rng.normal(size=(3, 4))).astype(x_dtype), rng.normal(size=(5, 4)).astype(w_dtype)
+    features, loop = RANDOM_MAPS[kind]
+    got = features(x, w)
+    wide = np.result_type(x_dtype, w_dtype)
+    assert got.dtype == wide
+    tol = 1e-12 if wide == np.float64 else 2e-6
+    np.testing.assert_allclose(got, loop(x.astype(np.float64), w.astype(np.float64)), rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps, reason="longdouble is float64 here")
+@pytest.mark.parametrize("kind", list(RANDOM_MAPS))
+def test_random_features_of_longdouble_input_keep_its_precision(kind):
+    # longdouble is a float dtype the package accepts; its features must not pass through float64.
+    # Kills the positive features' offset cast .astype(None) (to float64: an error near 1e-15 in an
+    # offset |x|^2/2 near 40) and the trig omega cast .astype(None) (angles from a float64-rounded omega).
+    # x and omega have bits beyond float64 (thirds).  The bound 2e-16 leaves room for the one float64
+    # constant of the code, log(m)/2 (an error of 2e-17 relative); m = 4, so 1/sqrt(m) = 1/2 is exact.
+    rng = np.random.default_rng(23)
+    x = rng.normal(size=(3, 4)).astype(np.longdouble) * 13 / 3
+    w = rng.normal(size=(4, 4)).astype(np.longdouble) / 3
+    features, loop = RANDOM_MAPS[kind]
+    got = features(x, w)
+    assert got.dtype == np.longdouble
+    want = loop(x, w)
+    assert np.max(np.abs(got - want) / np.abs(want).max()) < 2e-16
+
+
+@pytest.mark.parametrize("kind", list(RANDOM_MAPS))
+def test_random_features_of_zero_width_rows_are_the_formula(kind):
+    # d = 0: x . w = 0 and |x| = 0, so positive features are 1/sqrt(m) and trig ones [1, .., 1, 0, .., 0]/sqrt(m).
+    # Kills the mutants that test omega.shape[1] == 0 (the width) for omega.shape[0] == 0 (no features,
+    # already refused) and return the zero angles or exponents themselves.
+    features, loop = RANDOM_MAPS[kind]
+    got = features(np.zeros((3, 0)), np.zeros((4, 0)))
+    want = np.full((3, 4), 0.5) if kind != "trig" else np.concatenate([np.full((3, 4), 0.5), np.zeros((3, 4))], 1)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("kind", list(RANDOM_MAPS))
+def test_random_feature_errors_name_x_omega_and_their_shapes(kind):
+    # Kills _check_omega's mutants that rename the letters of the shapes, (..., n, d) for x and (m, d) for
+    # omega (to XXnXX, N, ...), or the argument omega's width is matched against (x, to XXxXX)
+    features, _ = RANDOM_MAPS[kind]
+    with raises_naming(ValueError, "x", "(..., n, d)", "got shape (3,)"):
+        features(np.ones(3), np.ones((2, 3)))
+    with raises_naming(ValueError, "omega", "(m, 3)", "got shape (5, 2)", "to match x of shape (4, 3)"):
+        features(np.ones((4, 3)), np.ones((5, 2)))
+
+
+def test_positive_random_features_error_names_stabilizer():
+    # kills check_choice(stabilizer, "XXstabilizerXX", ...)
+    with raises_naming(ValueError, "stabilizer", "got 'rows'"):
+        positive_random_features(np.ones((2, 3)), np.ones((4, 3)), stabilizer="rows")
+
+
+# --- _validate_qkv: the errors of linear_attention and linear_attention_weights name q, k, v and shapes
+
+def test_linear_attention_shape_errors_name_q_k_v_letters_and_the_matched_argument():
+    # Kills _validate_qkv's mutants that drop the shape of q or k (spec None or left out: a 1-D q or k
+    # then fails later, with an IndexError), rename q, k, causal or a letter (n, k, m, v to XXnXX, N, ...),
+    # or drop or rename the argument a shape is matched against (match=None, left out, XXqXX, Q, XXkXX, K)
+    q, k, v = qkv()  # (6, 3), (6, 3), (6, 2)
+    for call in (lambda q, k, v, **kw: linear_attention(q, k, v, phi, **kw),
+                 lambda q, k, v, **kw: linear_attention_weights(q, k, phi, **kw)):
+        with raises_naming(ValueError, "q", "(..., n, k)", "got shape (3,)"):
+            call(q[0], k, v)
+        with raises_naming(ValueError, "k", "(..., m, 3)", "got shape (3,)", "(to match q of shape (6, 3))"):
+            call(q, k[0], v)
+        with raises_naming(ValueError, "k", "(..., m, 3)", "got shape (6, 2)", "(to match q of shape (6, 3))"):
+            call(q, k[:, :2], v)
+        with raises_naming(TypeError, "causal"):
+            call(q, k, v, causal=1)
+    with raises_naming(ValueError, "v", "(..., 6, v)", "got shape (5, 2)", "(to match k of shape (6, 3))"):
+        linear_attention(q, k, v[:5], phi)
+
+
+@pytest.mark.parametrize("shapes", [((2,), (3,), ()), ((2,), (), (3,)), ((), (2,), (3,))])
+def test_linear_attention_batch_error_names_q_k_and_v(shapes):
+    # Kills the mutants that leave q, k or v out of the batch check, or misname them: the error
+    # lists all three with their shapes (before, a numpy broadcasting error came later, or v was unnamed)
+    q, k, v = qkv()
+    q, k, v = (np.broadcast_to(a, b + a.shape) for a, b in zip((q, k, v), shapes))
+    message = f"batch axes do not broadcast: q {q.shape}, k {k.shape}, v {v.shape}"
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        linear_attention(q, k, v, phi)
+
+
+@pytest.mark.parametrize("shapes", [((2,), (3,)), ((3,), (2,))])
+def test_linear_attention_weights_batch_error_names_q_and_k(shapes):
+    # the same for the check without v (linear_attention_weights): q or k left out, or misnamed
+    q, k, _ = qkv()
+    q, k = (np.broadcast_to(a, b + a.shape) for a, b in zip((q, k), shapes))
+    message = f"batch axes do not broadcast: q {q.shape}, k {k.shape}"
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        linear_attention_weights(q, k, phi)

@@ -31,12 +31,22 @@ def normal(*shape):
 
 def test_dense_errors():
     x = normal(3, 2)
-    with raises_naming(ValueError, "w1", "(2, f)"):
+    with raises_naming(ValueError, "w1", "(2, f)", "to match x of shape (3, 2)"):  # kills match=("XXxXX", x)
         dense_features(x, normal(4, 5), normal(5, 3))
-    with raises_naming(ValueError, "w2", "(5, e)"):
+    # w2 is checked against w1 (the caller's argument), not against the hidden layer inside linear(): kills
+    # as_float_array(w2, ...) with spec None or no spec, with match None, no match, ("XXw1XX", w1), ("W1", w1)
+    with raises_naming(ValueError, "w2", "(5, e)", "to match w1 of shape (2, 5)"):
         dense_features(x, normal(2, 5), normal(4, 3))
     with raises_naming(ValueError, "b1", "(5,)"):
         dense_features(x, normal(2, 5), normal(5, 3), b1=normal(4))
+    # dense_features checks x itself, before w1 is checked against it: kills as_float_array(x, "XXxXX", ...),
+    # spec None or no spec, and the axis letters "XXnXX", "N", "XXdXX", "D"
+    with raises_naming(TypeError, "x"):
+        dense_features(x > 0, normal(2, 5), normal(5, 3))
+    with raises_naming(ValueError, "x", "(..., n, d)", "got shape ()"):
+        dense_features(np.float64(1.0), normal(1, 5), normal(5, 3))
+    with raises_naming(ValueError, "x", "(..., n, d)", "got shape (3,)"):
+        dense_features(normal(3), normal(2, 5), normal(5, 3))
     with raises_naming(TypeError, "x"):
         dense_scores(x > 0, normal(2, 5), normal(5, 3))
     with raises_naming(ValueError, "x", "(..., n, d)"):
@@ -71,11 +81,27 @@ def test_factorized_random_errors():
         factorized_random_scores(normal(3, 2), normal(3, 2) > 0, 3)
     with raises_naming(ValueError, "r1", "(L, r)"):
         factorized_random_scores(normal(3), normal(3, 2), 3)
-    with raises_naming(ValueError, "r2", "(3, 2)"):
+    with raises_naming(ValueError, "r2", "(3, 2)", "to match r1 of shape (3, 2)"):  # kills match=("XXr1XX", r1)
         factorized_random_scores(normal(3, 2), normal(3, 3), 3)
     with pytest.raises(ValueError, match=r"^Factorized Random synthesizer: r1 \(4, 2\) has one entry per key "
                                          r"position for sequences of length 4"):
         factorized_random_scores(normal(4, 2), normal(4, 2), 3)
+
+
+@pytest.mark.parametrize("call", [
+    lambda n: random_scores(normal(3, 3), n),
+    lambda n: factorized_random_scores(normal(3, 2), normal(3, 2), n),
+], ids=["random", "factorized random"])
+def test_length_argument_errors_name_n(call):
+    """The length ``n`` is checked as a count named ``n``.
+
+    Kills, in random_scores and factorized_random_scores, check_count(n, "n") => check_count(n, None),
+    check_count(n, "XXnXX") and check_count(n, "N").
+    """
+    with raises_naming(ValueError, "n", "got 0"):
+        call(0)
+    with raises_naming(TypeError, "n", "float"):
+        call(3.0)
 
 
 def test_factorized_dense_errors():
@@ -85,8 +111,13 @@ def test_factorized_dense_errors():
         factorized_dense_scores(normal(6, 2), normal(6, 3) > 0)
     with raises_naming(ValueError, "f_a", "(..., n, a)"):
         factorized_dense_scores(normal(6), normal(6, 3))
-    with raises_naming(ValueError, "f_b", "(..., 6, b)"):
-        factorized_dense_scores(normal(6, 2), normal(6))
+    with raises_naming(ValueError, "f_b", "(..., 6, b)", "to match f_a of shape (6, 2)"):
+        factorized_dense_scores(normal(6, 2), normal(6))  # kills match=None, no match, ("XXf_aXX", f_a), ("F_A", f_a)
+    # the choices are named: kills check_choice(tiling, "XXtilingXX", ...) and check_choice(form, "XXformXX", ...)
+    with raises_naming(ValueError, "tiling", "tile, repeat", "'stack'"):
+        factorized_dense_scores(normal(6, 2), normal(6, 3), tiling="stack")
+    with raises_naming(ValueError, "form", "as_written, transposed", "'transpose'"):
+        factorized_dense_scores(normal(6, 2), normal(6, 3), form="transpose")
     with pytest.raises(ValueError, match=re.escape("batch axes do not broadcast: f_a (2, 6, 2), f_b (3, 6, 3)")):
         factorized_dense_scores(normal(2, 6, 2), normal(3, 6, 3))
     with pytest.raises(ValueError, match=re.escape("a = 2 and f_b has b = 4 columns, a * b = 8, but the "
@@ -99,6 +130,13 @@ def test_mixture_errors_name_the_matrix():
         mixture_weights(np.array([True, False]))
     with raises_naming(ValueError, "logits", "(N,)"):
         mixture_weights(np.zeros((2, 2)))
+    with raises_naming(ValueError, "logits", "at least one", "(0,)"):  # kills the "XX...XX" message
+        mixture_weights(np.zeros(0))
+    # the type of the rejected argument is named: kills {type(None).__name__} for {type(scores).__name__}
+    with raises_naming(TypeError, "scores", "got str"):
+        mixture_scores("abc", np.zeros(3))
+    with raises_naming(TypeError, "scores", "got float"):
+        mixture_scores(2.5, np.zeros(1))
     with raises_naming(TypeError, "scores[1]"):
         mixture_scores([normal(3, 3), normal(3, 3) > 0], np.zeros(2))
     with raises_naming(ValueError, "scores[0]", "(..., n, n)"):
@@ -123,6 +161,9 @@ def test_synthesizer_attention_errors():
         synthesizer_attention(normal(2, 3, 2), normal(3, 3, 3), w_v)
     with raises_naming(ValueError, "w_v", "(2, e)"):
         synthesizer_attention(x, s, normal(3, 4))
+    # the mask is checked against the scores, named: kills check_mask(..., None), "XXscoresXX" and "SCORES"
+    with raises_naming(ValueError, "mask", "does not broadcast to the shape of scores, (3, 3)"):
+        synthesizer_attention(x, s, w_v, mask=np.ones((2, 3), dtype=bool))
 
 
 # ---- values against independent routes ----------------------------------------------------------
