@@ -196,3 +196,103 @@ def test_heldout_readout_drops_rounding_directions_of_the_training_rows():
     train = np.arange(8) % 2 == 0
     mse, baseline = heldout_readout(noisy, y, train)
     assert mse == baseline
+
+
+# ---- survivors of the 2026-11-23 run of _probe --------------------------------------------------
+
+EPS = np.finfo(np.float64).eps
+
+
+def test_heldout_readout_errors_name_features_and_the_shapes():
+    # kills, in heldout_readout: the name "features" replaced (None, "XXfeaturesXX", "FEATURES",
+    # or dropped so the spec takes its place), the spec ("n", "d") dropped or its letters mangled
+    # ("XXnXX", "N", "XXdXX", "D"); match=("features", f) dropped or mangled for targets;
+    # describe(train) replaced by describe(None) in the message of a non-boolean train.
+    # In linear_readout: match=("XXfeaturesXX", f) for targets.
+    y = np.arange(4.0)
+    train = np.array([True, False, True, False])
+    with raises_naming(ValueError, "features", "shape (n, d)", "got shape (4,)"):
+        heldout_readout(np.arange(4.0), y, train)
+    with raises_naming(TypeError, "features", "dtype bool"):
+        heldout_readout(F > 0, y, train)
+    with raises_naming(ValueError, "targets", "(4,)", "to match features of shape (4, 2)"):
+        heldout_readout(F, np.arange(5.0), train)
+    with raises_naming(ValueError, "targets", "(4,)", "to match features of shape (4, 2)"):
+        linear_readout(F, np.arange(5.0))
+    with raises_naming(TypeError, "train", "boolean", "got [1, 0, 1, 0]"):
+        heldout_readout(F, y, [1, 0, 1, 0])
+
+
+def _far_from_zero(seed=0):
+    # features with a large common offset (1e8) and O(1) variation, targets an exact affine
+    # function of the variation with a large mean (1e6): centring the features rounds at
+    # ulp(1e8), so the left singular vectors are orthogonal to the ones vector only to about 1e-8
+    rng = np.random.default_rng(seed)
+    r = rng.standard_normal((8, 2))
+    return 1e8 + r, r @ np.array([1.0, -2.0]) + 1e6
+
+
+def test_readouts_of_features_far_from_zero_with_targets_of_large_mean():
+    # An affine target is read to rounding accuracy (mean squared error about 1e-16 here).
+    # Kills the centring of the targets with the wrong sign, y + mean instead of y - mean, in
+    # linear_readout (yc = y + y.mean()) and in heldout_readout (y[t] + mean): the sign is
+    # harmless in exact arithmetic (the left singular vectors are orthogonal to the ones vector),
+    # but with these inputs 2 * mean * u^T 1 is about 1e-2 and the error grows to 1e-4 .. 1e-2.
+    f, y = _far_from_zero()
+    _, mse = linear_readout(f, y)
+    assert mse < 1e-10
+    train = np.arange(8) < 6
+    mse, baseline = heldout_readout(f, y, train)
+    assert mse < 1e-10 and baseline > 1.0
+
+
+def test_heldout_readout_of_constant_zero_training_rows_is_the_mean():
+    # All-zero training features: no direction is kept (the cut-off is 0 and no singular value
+    # exceeds it) and the readout predicts the training mean, the baseline. Kills keep = sv >= cut,
+    # which keeps the zero singular values and divides by them (NaN).
+    f = np.zeros((4, 2))
+    y = np.arange(4.0)
+    train = np.array([True, True, False, True])
+    mse, baseline = heldout_readout(f, y, train)
+    assert mse == baseline and abs(baseline - (2.0 - 4.0 / 3.0) ** 2) < 1e-15
+
+
+def test_heldout_readout_cutoff_scales_with_the_training_rows():
+    # The noisy copies of one state of the test above, 1000 times larger: their rounding
+    # directions have singular values near 1000 * eps and must still be dropped. Kills the
+    # spectral norm replaced by the constant np.linalg.norm(2) = 2 (cut-off 8 * eps * 2).
+    rng = np.random.default_rng(0)
+    base = np.tile(rng.standard_normal(6), (8, 1))
+    noisy = 1000 * base * (1 + EPS * rng.choice([-1.0, 1.0], size=base.shape))
+    y = np.arange(1.0, 9.0)
+    mse, baseline = heldout_readout(noisy, y, np.arange(8) % 2 == 0)
+    assert mse == baseline
+
+
+def _hadamard(k):
+    h = np.ones((1, 1))
+    for _ in range(k):
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def test_heldout_readout_cutoff_uses_the_spectral_norm():
+    # 16 training rows: eight orthogonal +-1 columns (singular value 4 each, spectral norm 4,
+    # Frobenius norm 4 * sqrt(8)) and a ninth column 30 * eps * (+-1), singular value 120 * eps.
+    # The cut-off 16 * eps * ||fit||_2 = 64 * eps keeps it, and a target along it is read on the
+    # held-out row; a cut-off from the Frobenius norm (181 * eps) drops it and predicts the mean.
+    # Kills np.linalg.norm(fit, 2) replaced by np.linalg.norm(fit, None) or np.linalg.norm(fit).
+    h = _hadamard(4)
+    fit = np.column_stack([h[:, 1:9], 30 * EPS * h[:, 9]])  # (16, 9), columns sum to 0
+    sv = np.linalg.svd(fit, compute_uv=False)
+    assert 64 * EPS < sv[-1] < 16 * EPS * np.linalg.norm(fit)  # the window the test relies on
+    f = np.vstack([fit, np.r_[np.zeros(8), 30 * EPS]])  # the held-out row: +1 along the small column
+    y = np.r_[5.0 + h[:, 9], 6.0]
+    mse, baseline = heldout_readout(f, y, np.arange(17) < 16)
+    assert baseline == 1.0 and mse < 1e-20
+
+
+def test_position_signal_shape_error_shows_the_axes():
+    # kills the spec letters of position_signal mangled ("XXnXX", "N", "XXdXX", "D")
+    with raises_naming(ValueError, "states", "shape (n, d)", "got shape (3,)"):
+        position_signal(np.ones(3))
