@@ -296,3 +296,23 @@ def test_position_signal_shape_error_shows_the_axes():
     # kills the spec letters of position_signal mangled ("XXnXX", "N", "XXdXX", "D")
     with raises_naming(ValueError, "states", "shape (n, d)", "got shape (3,)"):
         position_signal(np.ones(3))
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    (dict(layers=-1), ValueError, "layers must be an integer >= 0, got -1"),
+    (dict(layers=1.0), TypeError, "layers must be an integer, got float 1.0"),
+    (dict(d_ff=0), ValueError, "d_ff must be an integer >= 1, got 0"),
+    (dict(scheme="shaw", shaw_clip=-1), ValueError, "shaw_clip must be an integer >= 0, got -1"),
+    (dict(d=6, num_heads=4), ValueError, "num_heads must divide the width d = 6, got 4"),
+    (dict(d=6, num_heads=2, scheme="rope"), ValueError,
+     "rope needs an even head width d / num_heads, got 6 / 2 = 3"),
+    (dict(urpe="sym"), ValueError, "urpe must be False, True or \"symmetric\", got 'sym'"),
+    (dict(causal=1), TypeError, "causal must be True or False, got int 1"),
+    (dict(special_tokens="yes"), TypeError, "special_tokens must be True or False, got str 'yes'"),
+])
+def test_probe_model_error_messages(kwargs, exc, message):
+    # the whole message: kills a mangled argument name (e.g. check_bool(causal, "XXcausalXX"),
+    # check_bool(special_tokens, "XXspecial_tokensXX")), a wrong minimum and a mangled message
+    with pytest.raises(exc) as info:
+        probe_hidden_states(3, np.random.default_rng(0), **kwargs)
+    assert str(info.value) == message
