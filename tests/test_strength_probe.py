@@ -316,3 +316,108 @@ def test_probe_model_error_messages(kwargs, exc, message):
     with pytest.raises(exc) as info:
         probe_hidden_states(3, np.random.default_rng(0), **kwargs)
     assert str(info.value) == message
+
+
+# ---- the probe model against a plain re-implementation ------------------------------------------
+
+from attncore._positional import alibi_slopes, rope, t5_relative_bucket  # noqa: E402
+
+
+def _reference_probe(n, seed, *, scheme="none", layers=2, d=8, num_heads=2, d_ff=12, causal=False,
+                     special_tokens=False, urpe=False, shaw_clip=2):
+    """The probe model of probe_hidden_states, restated with loops over heads, queries and keys.
+
+    The model definition, in its documented draw order: one token, [CLS] / [SEP], the position
+    table; then per block W_Q, W_K, W_V, W_O ~ N(0, 1/d), their biases ~ N(0, 0.01), W_1 ~ N(0, 1/d),
+    W_2 ~ N(0, 1/d_ff), b_1, b_2 ~ N(0, 0.01), then the T5 table, the URPE diagonals (1 + N(0, 1/4))
+    and the Shaw tables. Softmax weights, layer norms with eps = 1e-5, the ReLU FFN.
+    """
+    rng = np.random.default_rng(seed)
+    dk = d // num_heads
+    t = n + 2 if special_tokens else n
+    x = np.tile(rng.standard_normal(d), (n, 1))
+    if special_tokens:
+        cls, sep = rng.standard_normal((2, d))
+        x = np.vstack([cls, x, sep])
+    if scheme == "sinusoidal":
+        x = x + sinusoidal_encoding(t, d)
+    elif scheme == "learned":
+        x = x + rng.standard_normal((t, d))
+
+    def ln(z):
+        mu = z.mean(axis=-1, keepdims=True)
+        return (z - mu) / np.sqrt(((z - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+
+    for _ in range(layers):
+        w_q, w_k, w_v, w_o = (rng.standard_normal((d, d)) / np.sqrt(d) for _ in range(4))
+        b_q, b_k, b_v, b_o = (0.1 * rng.standard_normal(d) for _ in range(4))
+        w1 = rng.standard_normal((d, d_ff)) / np.sqrt(d)
+        w2 = rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)
+        b1 = 0.1 * rng.standard_normal(d_ff)
+        b2 = 0.1 * rng.standard_normal(d)
+        q, k, v = x @ w_q + b_q, x @ w_k + b_k, x @ w_v + b_v
+        table = rng.standard_normal((num_heads, 32)) if scheme == "t5" else None
+        c = None
+        if urpe == "symmetric":
+            half = 1.0 + 0.5 * rng.standard_normal((num_heads, t))
+            c = lambda hh, i, j: half[hh, abs(j - i)]  # noqa: E731
+        elif urpe:
+            diag = 1.0 + 0.5 * rng.standard_normal((num_heads, 2 * t - 1))
+            c = lambda hh, i, j: diag[hh, j - i + t - 1]  # noqa: E731
+        if scheme == "shaw":
+            tab_k = rng.standard_normal((num_heads, 2 * shaw_clip + 1, dk)) / np.sqrt(dk)
+            tab_v = rng.standard_normal((num_heads, 2 * shaw_clip + 1, dk))
+        out = np.zeros((t, d))
+        for hh in range(num_heads):
+            cols = slice(hh * dk, (hh + 1) * dk)
+            qh, kh, vh = q[:, cols], k[:, cols], v[:, cols]
+            if scheme == "rope":
+                qh, kh = rope(qh), rope(kh)
+            for i in range(t):
+                keys = range(i + 1) if causal else range(t)
+                s = []
+                for j in keys:
+                    key = kh[j] + (tab_k[hh, np.clip(j - i, -shaw_clip, shaw_clip) + shaw_clip] if scheme == "shaw" else 0)
+                    score = qh[i] @ key / np.sqrt(dk)
+                    if scheme == "t5":
+                        score += table[hh, int(t5_relative_bucket(j - i, bidirectional=not causal))]
+                    elif scheme == "alibi":
+                        score -= alibi_slopes(num_heads)[hh] * abs(j - i)
+                    s.append(score)
+                a = np.exp(np.array(s) - max(s))
+                a /= a.sum()
+                for j, aj in zip(keys, a):
+                    weight = aj * (c(hh, i, j) if c is not None else 1.0)
+                    val = vh[j] + (tab_v[hh, np.clip(j - i, -shaw_clip, shaw_clip) + shaw_clip] if scheme == "shaw" else 0)
+                    out[i, cols] += weight * val
+        x = ln(x + out @ w_o + b_o)
+        x = ln(x + np.maximum(x @ w1 + b1, 0) @ w2 + b2)
+    return x[1:-1] if special_tokens else x
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(scheme="none", special_tokens=True),
+    dict(scheme="learned", causal=True),
+    dict(scheme="t5", special_tokens=True),
+    dict(scheme="t5", causal=True, special_tokens=True, n=10),
+    dict(scheme="alibi", special_tokens=True),
+    dict(scheme="rope", special_tokens=True),
+    dict(scheme="shaw"),
+    dict(scheme="shaw", causal=True, shaw_clip=1),
+    dict(scheme="sinusoidal", urpe=True),
+    dict(scheme="alibi", urpe="symmetric", special_tokens=True),
+])
+def test_probe_model_matches_a_plain_reimplementation(kwargs):
+    # kills changes to the model's definition: a weight or bias scale (0.1 -> 1.1, * -> /,
+    # / sqrt(d) -> * sqrt(d)), a bias dropped from a projection, the T5 table's size or its
+    # bidirectional flag, the ALiBi sign, the URPE diagonals, the Shaw tables, the draw order.
+    # Identical tokens alone hide a score-only scheme (every weighting averages the same value),
+    # hence the special tokens; the causal T5 buckets differ from the bidirectional ones only from
+    # offset 8 on, hence n = 10 there.
+    kwargs = dict(kwargs)
+    n = kwargs.pop("n", 5)
+    d, h, d_ff = 8, 2, 12
+    clip = kwargs.pop("shaw_clip", 2)
+    got = probe_hidden_states(n, np.random.default_rng(3), d=d, num_heads=h, d_ff=d_ff, shaw_clip=clip, **kwargs)
+    ref = _reference_probe(n, 3, d=d, num_heads=h, d_ff=d_ff, shaw_clip=clip, **kwargs)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
