@@ -324,13 +324,14 @@ from attncore._positional import alibi_slopes, rope, t5_relative_bucket  # noqa:
 
 
 def _reference_probe(n, seed, *, scheme="none", layers=2, d=8, num_heads=2, d_ff=12, causal=False,
-                     special_tokens=False, urpe=False, shaw_clip=2):
+                     special_tokens=False, urpe=False, shaw_clip=2, normalize="softmax"):
     """The probe model of probe_hidden_states, restated with loops over heads, queries and keys.
 
     The model definition, in its documented draw order: one token, [CLS] / [SEP], the position
     table; then per block W_Q, W_K, W_V, W_O ~ N(0, 1/d), their biases ~ N(0, 0.01), W_1 ~ N(0, 1/d),
     W_2 ~ N(0, 1/d_ff), b_1, b_2 ~ N(0, 0.01), then the T5 table, the URPE diagonals (1 + N(0, 1/4))
-    and the Shaw tables. Softmax weights, layer norms with eps = 1e-5, the ReLU FFN.
+    and the Shaw tables. Softmax, l2 (exp over its norm) or relu2 (relu(s)^2 / number of keys t,
+    also under the causal mask) weights, layer norms with eps = 1e-5, the ReLU FFN.
     """
     rng = np.random.default_rng(seed)
     dk = d // num_heads
@@ -384,8 +385,11 @@ def _reference_probe(n, seed, *, scheme="none", layers=2, d=8, num_heads=2, d_ff
                     elif scheme == "alibi":
                         score -= alibi_slopes(num_heads)[hh] * abs(j - i)
                     s.append(score)
-                a = np.exp(np.array(s) - max(s))
-                a /= a.sum()
+                if normalize == "relu2":
+                    a = np.maximum(np.array(s), 0) ** 2 / t
+                else:
+                    a = np.exp(np.array(s) - max(s))
+                    a /= a.sum() if normalize == "softmax" else np.sqrt(np.sum(a * a))
                 for j, aj in zip(keys, a):
                     weight = aj * (c(hh, i, j) if c is not None else 1.0)
                     val = vh[j] + (tab_v[hh, np.clip(j - i, -shaw_clip, shaw_clip) + shaw_clip] if scheme == "shaw" else 0)
@@ -404,6 +408,8 @@ def _reference_probe(n, seed, *, scheme="none", layers=2, d=8, num_heads=2, d_ff
     dict(scheme="rope", special_tokens=True),
     dict(scheme="shaw"),
     dict(scheme="shaw", causal=True, shaw_clip=1),
+    dict(scheme="shaw", normalize="relu2", causal=True),
+    dict(scheme="none", normalize="l2", special_tokens=True),
     dict(scheme="sinusoidal", urpe=True),
     dict(scheme="alibi", urpe="symmetric", special_tokens=True),
 ])
@@ -413,7 +419,7 @@ def test_probe_model_matches_a_plain_reimplementation(kwargs):
     # bidirectional flag, the ALiBi sign, the URPE diagonals, the Shaw tables, the draw order.
     # Identical tokens alone hide a score-only scheme (every weighting averages the same value),
     # hence the special tokens; the causal T5 buckets differ from the bidirectional ones only from
-    # offset 8 on, hence n = 10 there.
+    # offset 8 on, hence n = 10 there. Also kills normalize=normalize dropped from either call.
     kwargs = dict(kwargs)
     n = kwargs.pop("n", 5)
     d, h, d_ff = 8, 2, 12
