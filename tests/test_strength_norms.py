@@ -41,3 +41,58 @@ def test_a_gamma_or_beta_of_the_wrong_length_names_itself_and_x(name):
         NORMS[name](x, gamma=np.ones(4))
     with raises_naming(ValueError, "beta", "to match x of shape (2, 3)"):
         NORMS[name](x, beta=np.ones(2))
+
+
+# ---- survivors of _standardize and layer_norm (2026-11-23) --------------------------------------
+
+import warnings  # noqa: E402
+
+
+def _plain(x, eps):
+    """(x - mean) / sqrt(var + eps) over the last axis in float64, the textbook formula."""
+    x = np.asarray(x, np.float64)
+    mu = x.mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + eps)
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_layer_norm_of_tokens_without_features_is_empty():
+    # d = 0: nothing to normalise, an empty (n, 0) result. Kills np.max(..., initial=0) with
+    # initial=None or initial dropped (a reduction over an empty group then raises).
+    out = layer_norm(np.zeros((3, 0)))
+    assert out.shape == (3, 0) and out.dtype == np.float64
+
+
+def test_layer_norm_scales_each_token_by_its_own_size():
+    # tokens at 1e-300 and 1e+300 in one array, eps = 0: each becomes exactly (1, -1). Kills the
+    # power-of-two scale taken over the whole array (axis=None or the axis dropped: the small
+    # token's squares underflow) and a scale of at least 1 (initial=1: its squares underflow too)
+    x = np.array([[1e-300, -1e-300], [1e300, -1e300], [3.0, -3.0]])
+    np.testing.assert_allclose(layer_norm(x, eps=0.0), np.array([[1.0, -1.0]] * 3), rtol=1e-15, atol=0)
+
+
+def test_layer_norm_of_tiny_tokens_with_eps_and_of_constant_tokens_without_warnings():
+    # max |x| = 1e-200: eps in the units of the scaled token overflows float64 (the documented
+    # fallback factor 2**p / sqrt(eps) takes over); a constant token with eps = 0 divides 0 by 0.
+    # Neither may warn, and the results are the textbook ones. Kills over= or divide="ignore"
+    # dropped, and every change to the fallback factor (None, 1 * sqrt(eps), 2 / sqrt(eps), p dropped).
+    x = np.array([[1e-200, -1e-200, 2e-200], [1.0, 2.0, 3.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = layer_norm(x)
+        zero = layer_norm(np.full((2, 3), 7.0), eps=0.0)
+    np.testing.assert_allclose(got, _plain(x, 1e-5), rtol=1e-12, atol=0)
+    assert np.all(np.abs(got[0]) > 1e-199)  # not flushed to 0
+    np.testing.assert_array_equal(zero, np.zeros((2, 3)))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_layer_norm_keeps_the_dtype_and_adds_eps_in_float64(dtype):
+    # eps = 1e-46 is 0 in float16 and float32 but not in float64, where it is added: it is
+    # accepted. Kills the eps check done in x's own dtype (np.result_type(x, ) for
+    # np.result_type(x, np.float64)) and the result cast to None (float64) instead of x.dtype.
+    x = np.array([[1.0, 2.0, 4.0]], dtype)
+    out = layer_norm(x, eps=1e-46)
+    assert out.dtype == dtype
+    np.testing.assert_allclose(out.astype(np.float64), _plain(x, 0.0), rtol=2 * float(np.finfo(dtype).eps) * 4)
