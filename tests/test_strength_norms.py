@@ -96,3 +96,33 @@ def test_layer_norm_keeps_the_dtype_and_adds_eps_in_float64(dtype):
     out = layer_norm(x, eps=1e-46)
     assert out.dtype == dtype
     np.testing.assert_allclose(out.astype(np.float64), _plain(x, 0.0), rtol=2 * float(np.finfo(dtype).eps) * 4)
+
+
+def _plain_long(x, eps):
+    x = np.asarray(x, np.longdouble)
+    mu = x.mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=-1, keepdims=True) + np.longdouble(eps))
+
+
+def test_float32_tokens_whose_variance_is_comparable_to_a_subnormal_eps():
+    # var = 2.3e-40 and eps = 1e-40, a subnormal in float32 (1e-40 rounds to 9.99995e-41 there);
+    # eps is added in float64, so the float32 result is within a few units of the exact one.
+    # Kills the statistics computed in x's own dtype (np.result_type(work, ) for
+    # np.result_type(work, np.float64)), where eps loses 5e-6 of itself.
+    x = np.array([[1e-20, -1e-20, 3e-20]], np.float32)
+    out = layer_norm(x, eps=1e-40)
+    assert out.dtype == np.float32
+    ref = _plain_long(x, 1e-40)
+    assert np.max(np.abs(out - ref)) <= 4 * float(np.finfo(np.float32).eps)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps,
+                    reason="long double is float64 on this platform")
+def test_long_double_tokens_are_normalised_in_long_double():
+    # "float32, float64 and longer types are computed in their own precision": the statistics
+    # of long double input stay long double. Kills them taken in float64 (np.result_type(None,
+    # np.float64), np.result_type(np.float64), .astype(None) for .astype(stats)).
+    x = np.array([[1, 2, 4, 7]], np.longdouble) / 3
+    out = layer_norm(x)
+    assert out.dtype == np.longdouble
+    assert np.max(np.abs(out - _plain_long(x, 1e-5))) <= 16 * np.finfo(np.longdouble).eps
