@@ -126,3 +126,15 @@ def test_long_double_tokens_are_normalised_in_long_double():
     out = layer_norm(x)
     assert out.dtype == np.longdouble
     assert np.max(np.abs(out - _plain_long(x, 1e-5))) <= 16 * np.finfo(np.longdouble).eps
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_a_float64_gamma_beyond_the_compute_dtype_is_an_error(dtype):
+    # float16 and float32 tokens are computed in float32, so gamma = 1e39 (float64) overflows:
+    # the documented ValueError naming gamma. Kills the normalised tokens handed to _affine in
+    # float64 (the factor cast to None instead of the compute dtype), where gamma would fit.
+    x = np.array([[1.0, 2.0, 4.0]], dtype)
+    with raises_naming(ValueError, "gamma", "float32"):
+        layer_norm(x, gamma=np.full(3, 1e39))
+    with raises_naming(ValueError, "beta", "float32"):
+        layer_norm(x, beta=np.full(3, -1e39))
