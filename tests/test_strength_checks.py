@@ -273,3 +273,32 @@ def test_check_real_is_silent_under_any_floating_point_error_settings():
             check_real(1e5, "s", np.float16)
         with pytest.raises(ValueError, match="^s = 0.0 is not representable"):
             check_real(0.0, "s", reciprocal=True)
+
+
+def test_check_fits_never_reads_the_infinite_entries():
+    # Only the finite entries are compared with the largest number: np.abs(x, where=finite) must
+    # write into zeros. Without out= (or with out=None) the skipped entries are whatever memory
+    # numpy hands back; freeing an array of 1e300 just before makes that memory hold huge numbers
+    # (numpy's allocator reuses blocks of the same size), and without out= numpy also warns.
+    # Kills out=np.zeros(...) replaced by out=None or dropped.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in (1, 2, 3, 4, 8, 16, 100):
+            for _ in range(3):
+                junk = np.full(n, 1e300)
+                del junk
+                check_fits(np.full(n, np.inf), "w", np.float32)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps,
+                    reason="long double is float64 on this platform")
+def test_check_fits_is_strict_for_long_double_just_above_the_largest_float64():
+    # max * (1 + 2**-60) rounds to max in float64, yet it is beyond it: "be strict". Kills the
+    # absolute values taken into a float64 buffer (np.zeros(x.shape, None) or the dtype dropped),
+    # which rounds the entry down to max.
+    big = np.longdouble(np.finfo(np.float64).max)
+    x = np.array([big * (1 + np.longdouble(2) ** -60)])
+    with raises_exactly(ValueError, "w (float128, shape (1,)) has entries beyond the largest float64 number "
+                                    "1.798e+308, and float64 is the dtype it is used in"):
+        check_fits(x, "w", np.float64)
+    check_fits(np.array([big]), "w", np.float64)
