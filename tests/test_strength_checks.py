@@ -255,6 +255,9 @@ def test_check_real_in_the_dtype_it_is_used_in():
                                     "(it must be finite there; float64 spans 2.23e-308 to 1.8e+308)"):
         check_real(0.0, "s", reciprocal=True)
     assert check_real(0.5, "s", np.float16, reciprocal=True) == 0.5
+    # 4e-39 is subnormal in float32 but its reciprocal 2.5e38 is finite there: accepted (kills
+    # the reciprocal tested as 2 / cast, which overflows)
+    assert check_real(4e-39, "s", np.float32, reciprocal=True) == np.float32(4e-39)
 
 
 def test_check_real_is_silent_under_any_floating_point_error_settings():
