@@ -358,13 +358,14 @@ def _reference_probe(n, seed, *, scheme="none", layers=2, d=8, num_heads=2, d_ff
         b2 = 0.1 * rng.standard_normal(d)
         q, k, v = x @ w_q + b_q, x @ w_k + b_k, x @ w_v + b_v
         table = rng.standard_normal((num_heads, 32)) if scheme == "t5" else None
-        c = None
+        c = None  # URPE's C[h, i, j] = c_{j - i}, written out index by index
+        offset = np.arange(t)[None, :] - np.arange(t)[:, None]  # (t, t), j - i
         if urpe == "symmetric":
-            half = 1.0 + 0.5 * rng.standard_normal((num_heads, t))
-            c = lambda hh, i, j: half[hh, abs(j - i)]  # noqa: E731
+            half = 1.0 + 0.5 * rng.standard_normal((num_heads, t))  # c_0 .. c_{t-1}, c_{-r} = c_r
+            c = half[:, np.abs(offset)]
         elif urpe:
-            diag = 1.0 + 0.5 * rng.standard_normal((num_heads, 2 * t - 1))
-            c = lambda hh, i, j: diag[hh, j - i + t - 1]  # noqa: E731
+            diag = 1.0 + 0.5 * rng.standard_normal((num_heads, 2 * t - 1))  # c_{-(t-1)} .. c_{t-1}
+            c = diag[:, offset + t - 1]
         if scheme == "shaw":
             tab_k = rng.standard_normal((num_heads, 2 * shaw_clip + 1, dk)) / np.sqrt(dk)
             tab_v = rng.standard_normal((num_heads, 2 * shaw_clip + 1, dk))
@@ -391,7 +392,7 @@ def _reference_probe(n, seed, *, scheme="none", layers=2, d=8, num_heads=2, d_ff
                     a = np.exp(np.array(s) - max(s))
                     a /= a.sum() if normalize == "softmax" else np.sqrt(np.sum(a * a))
                 for j, aj in zip(keys, a):
-                    weight = aj * (c(hh, i, j) if c is not None else 1.0)
+                    weight = aj * (c[hh, i, j] if c is not None else 1.0)
                     val = vh[j] + (tab_v[hh, np.clip(j - i, -shaw_clip, shaw_clip) + shaw_clip] if scheme == "shaw" else 0)
                     out[i, cols] += weight * val
         x = ln(x + out @ w_o + b_o)
