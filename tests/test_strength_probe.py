@@ -196,3 +196,235 @@ def test_heldout_readout_drops_rounding_directions_of_the_training_rows():
     train = np.arange(8) % 2 == 0
     mse, baseline = heldout_readout(noisy, y, train)
     assert mse == baseline
+
+
+# ---- survivors of the 2026-11-23 run of _probe --------------------------------------------------
+
+EPS = np.finfo(np.float64).eps
+
+
+def test_heldout_readout_errors_name_features_and_the_shapes():
+    # kills, in heldout_readout: the name "features" replaced (None, "XXfeaturesXX", "FEATURES",
+    # or dropped so the spec takes its place), the spec ("n", "d") dropped or its letters mangled
+    # ("XXnXX", "N", "XXdXX", "D"); match=("features", f) dropped or mangled for targets;
+    # describe(train) replaced by describe(None) in the message of a non-boolean train.
+    # In linear_readout: match=("XXfeaturesXX", f) for targets.
+    y = np.arange(4.0)
+    train = np.array([True, False, True, False])
+    with raises_naming(ValueError, "features", "shape (n, d)", "got shape (4,)"):
+        heldout_readout(np.arange(4.0), y, train)
+    with raises_naming(TypeError, "features", "dtype bool"):
+        heldout_readout(F > 0, y, train)
+    with raises_naming(ValueError, "targets", "(4,)", "to match features of shape (4, 2)"):
+        heldout_readout(F, np.arange(5.0), train)
+    with raises_naming(ValueError, "targets", "(4,)", "to match features of shape (4, 2)"):
+        linear_readout(F, np.arange(5.0))
+    with raises_naming(TypeError, "train", "boolean", "got [1, 0, 1, 0]"):
+        heldout_readout(F, y, [1, 0, 1, 0])
+
+
+def _far_from_zero(seed=0):
+    # features with a large common offset (1e8) and O(1) variation, targets an exact affine
+    # function of the variation with a large mean (1e6): centring the features rounds at
+    # ulp(1e8), so the left singular vectors are orthogonal to the ones vector only to about 1e-8
+    rng = np.random.default_rng(seed)
+    r = rng.standard_normal((8, 2))
+    return 1e8 + r, r @ np.array([1.0, -2.0]) + 1e6
+
+
+def test_readouts_of_features_far_from_zero_with_targets_of_large_mean():
+    # An affine target is read to rounding accuracy (mean squared error about 1e-16 here).
+    # Kills the centring of the targets with the wrong sign, y + mean instead of y - mean, in
+    # linear_readout (yc = y + y.mean()) and in heldout_readout (y[t] + mean): the sign is
+    # harmless in exact arithmetic (the left singular vectors are orthogonal to the ones vector),
+    # but with these inputs 2 * mean * u^T 1 is about 1e-2 and the error grows to 1e-4 .. 1e-2.
+    f, y = _far_from_zero()
+    _, mse = linear_readout(f, y)
+    assert mse < 1e-10
+    train = np.arange(8) < 6
+    mse, baseline = heldout_readout(f, y, train)
+    assert mse < 1e-10 and baseline > 1.0
+
+
+def test_heldout_readout_of_constant_zero_training_rows_is_the_mean():
+    # All-zero training features: no direction is kept (the cut-off is 0 and no singular value
+    # exceeds it) and the readout predicts the training mean, the baseline. Kills keep = sv >= cut,
+    # which keeps the zero singular values and divides by them (NaN).
+    f = np.zeros((4, 2))
+    y = np.arange(4.0)
+    train = np.array([True, True, False, True])
+    mse, baseline = heldout_readout(f, y, train)
+    assert mse == baseline and abs(baseline - (2.0 - 4.0 / 3.0) ** 2) < 1e-15
+
+
+def test_heldout_readout_cutoff_scales_with_the_training_rows():
+    # The noisy copies of one state of the test above, 1000 times larger: their rounding
+    # directions have singular values near 1000 * eps and must still be dropped. Kills the
+    # spectral norm replaced by the constant np.linalg.norm(2) = 2 (cut-off 8 * eps * 2).
+    rng = np.random.default_rng(0)
+    base = np.tile(rng.standard_normal(6), (8, 1))
+    noisy = 1000 * base * (1 + EPS * rng.choice([-1.0, 1.0], size=base.shape))
+    y = np.arange(1.0, 9.0)
+    mse, baseline = heldout_readout(noisy, y, np.arange(8) % 2 == 0)
+    assert mse == baseline
+
+
+def _hadamard(k):
+    h = np.ones((1, 1))
+    for _ in range(k):
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def test_heldout_readout_cutoff_uses_the_spectral_norm():
+    # 16 training rows: eight orthogonal +-1 columns (singular value 4 each, spectral norm 4,
+    # Frobenius norm 4 * sqrt(8)) and a ninth column 30 * eps * (+-1), singular value 120 * eps.
+    # The cut-off 16 * eps * ||fit||_2 = 64 * eps keeps it, and a target along it is read on the
+    # held-out row; a cut-off from the Frobenius norm (181 * eps) drops it and predicts the mean.
+    # Kills np.linalg.norm(fit, 2) replaced by np.linalg.norm(fit, None) or np.linalg.norm(fit).
+    h = _hadamard(4)
+    fit = np.column_stack([h[:, 1:9], 30 * EPS * h[:, 9]])  # (16, 9), columns sum to 0
+    sv = np.linalg.svd(fit, compute_uv=False)
+    assert 64 * EPS < sv[-1] < 16 * EPS * np.linalg.norm(fit)  # the window the test relies on
+    f = np.vstack([fit, np.r_[np.zeros(8), 30 * EPS]])  # the held-out row: +1 along the small column
+    y = np.r_[5.0 + h[:, 9], 6.0]
+    mse, baseline = heldout_readout(f, y, np.arange(17) < 16)
+    assert baseline == 1.0 and mse < 1e-20
+
+
+def test_position_signal_shape_error_shows_the_axes():
+    # kills the spec letters of position_signal mangled ("XXnXX", "N", "XXdXX", "D")
+    with raises_naming(ValueError, "states", "shape (n, d)", "got shape (3,)"):
+        position_signal(np.ones(3))
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    (dict(layers=-1), ValueError, "layers must be an integer >= 0, got -1"),
+    (dict(layers=1.0), TypeError, "layers must be an integer, got float 1.0"),
+    (dict(d_ff=0), ValueError, "d_ff must be an integer >= 1, got 0"),
+    (dict(scheme="shaw", shaw_clip=-1), ValueError, "shaw_clip must be an integer >= 0, got -1"),
+    (dict(d=6, num_heads=4), ValueError, "num_heads must divide the width d = 6, got 4"),
+    (dict(d=6, num_heads=2, scheme="rope"), ValueError,
+     "rope needs an even head width d / num_heads, got 6 / 2 = 3"),
+    (dict(urpe="sym"), ValueError, "urpe must be False, True or \"symmetric\", got 'sym'"),
+    (dict(causal=1), TypeError, "causal must be True or False, got int 1"),
+    (dict(special_tokens="yes"), TypeError, "special_tokens must be True or False, got str 'yes'"),
+])
+def test_probe_model_error_messages(kwargs, exc, message):
+    # the whole message: kills a mangled argument name (e.g. check_bool(causal, "XXcausalXX"),
+    # check_bool(special_tokens, "XXspecial_tokensXX")), a wrong minimum and a mangled message
+    with pytest.raises(exc) as info:
+        probe_hidden_states(3, np.random.default_rng(0), **kwargs)
+    assert str(info.value) == message
+
+
+# ---- the probe model against a plain re-implementation ------------------------------------------
+
+from attncore._positional import alibi_slopes, rope, t5_relative_bucket  # noqa: E402
+
+
+def _reference_probe(n, seed, *, scheme="none", layers=2, d=8, num_heads=2, d_ff=12, causal=False,
+                     special_tokens=False, urpe=False, shaw_clip=2, normalize="softmax"):
+    """The probe model of probe_hidden_states, restated with loops over heads, queries and keys.
+
+    The model definition, in its documented draw order: one token, [CLS] / [SEP], the position
+    table; then per block W_Q, W_K, W_V, W_O ~ N(0, 1/d), their biases ~ N(0, 0.01), W_1 ~ N(0, 1/d),
+    W_2 ~ N(0, 1/d_ff), b_1, b_2 ~ N(0, 0.01), then the T5 table, the URPE diagonals (1 + N(0, 1/4))
+    and the Shaw tables. Softmax, l2 (exp over its norm) or relu2 (relu(s)^2 / number of keys t,
+    also under the causal mask) weights, layer norms with eps = 1e-5, the ReLU FFN.
+    """
+    rng = np.random.default_rng(seed)
+    dk = d // num_heads
+    t = n + 2 if special_tokens else n
+    x = np.tile(rng.standard_normal(d), (n, 1))
+    if special_tokens:
+        cls, sep = rng.standard_normal((2, d))
+        x = np.vstack([cls, x, sep])
+    if scheme == "sinusoidal":
+        x = x + sinusoidal_encoding(t, d)
+    elif scheme == "learned":
+        x = x + rng.standard_normal((t, d))
+
+    def ln(z):
+        mu = z.mean(axis=-1, keepdims=True)
+        return (z - mu) / np.sqrt(((z - mu) ** 2).mean(axis=-1, keepdims=True) + 1e-5)
+
+    for _ in range(layers):
+        w_q, w_k, w_v, w_o = (rng.standard_normal((d, d)) / np.sqrt(d) for _ in range(4))
+        b_q, b_k, b_v, b_o = (0.1 * rng.standard_normal(d) for _ in range(4))
+        w1 = rng.standard_normal((d, d_ff)) / np.sqrt(d)
+        w2 = rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)
+        b1 = 0.1 * rng.standard_normal(d_ff)
+        b2 = 0.1 * rng.standard_normal(d)
+        q, k, v = x @ w_q + b_q, x @ w_k + b_k, x @ w_v + b_v
+        table = rng.standard_normal((num_heads, 32)) if scheme == "t5" else None
+        c = None  # URPE's C[h, i, j] = c_{j - i}, written out index by index
+        offset = np.arange(t)[None, :] - np.arange(t)[:, None]  # (t, t), j - i
+        if urpe == "symmetric":
+            half = 1.0 + 0.5 * rng.standard_normal((num_heads, t))  # c_0 .. c_{t-1}, c_{-r} = c_r
+            c = half[:, np.abs(offset)]
+        elif urpe:
+            diag = 1.0 + 0.5 * rng.standard_normal((num_heads, 2 * t - 1))  # c_{-(t-1)} .. c_{t-1}
+            c = diag[:, offset + t - 1]
+        if scheme == "shaw":
+            tab_k = rng.standard_normal((num_heads, 2 * shaw_clip + 1, dk)) / np.sqrt(dk)
+            tab_v = rng.standard_normal((num_heads, 2 * shaw_clip + 1, dk))
+        out = np.zeros((t, d))
+        for hh in range(num_heads):
+            cols = slice(hh * dk, (hh + 1) * dk)
+            qh, kh, vh = q[:, cols], k[:, cols], v[:, cols]
+            if scheme == "rope":
+                qh, kh = rope(qh), rope(kh)
+            for i in range(t):
+                keys = range(i + 1) if causal else range(t)
+                s = []
+                for j in keys:
+                    key = kh[j] + (tab_k[hh, np.clip(j - i, -shaw_clip, shaw_clip) + shaw_clip] if scheme == "shaw" else 0)
+                    score = qh[i] @ key / np.sqrt(dk)
+                    if scheme == "t5":
+                        score += table[hh, int(t5_relative_bucket(j - i, bidirectional=not causal))]
+                    elif scheme == "alibi":
+                        score -= alibi_slopes(num_heads)[hh] * abs(j - i)
+                    s.append(score)
+                if normalize == "relu2":
+                    a = np.maximum(np.array(s), 0) ** 2 / t
+                else:
+                    a = np.exp(np.array(s) - max(s))
+                    a /= a.sum() if normalize == "softmax" else np.sqrt(np.sum(a * a))
+                for j, aj in zip(keys, a):
+                    weight = aj * (c[hh, i, j] if c is not None else 1.0)
+                    val = vh[j] + (tab_v[hh, np.clip(j - i, -shaw_clip, shaw_clip) + shaw_clip] if scheme == "shaw" else 0)
+                    out[i, cols] += weight * val
+        x = ln(x + out @ w_o + b_o)
+        x = ln(x + np.maximum(x @ w1 + b1, 0) @ w2 + b2)
+    return x[1:-1] if special_tokens else x
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(scheme="none", special_tokens=True),
+    dict(scheme="learned", causal=True),
+    dict(scheme="t5", special_tokens=True),
+    dict(scheme="t5", causal=True, special_tokens=True, n=10),
+    dict(scheme="alibi", special_tokens=True),
+    dict(scheme="rope", special_tokens=True),
+    dict(scheme="shaw"),
+    dict(scheme="shaw", causal=True, shaw_clip=1),
+    dict(scheme="shaw", normalize="relu2", causal=True),
+    dict(scheme="none", normalize="l2", special_tokens=True),
+    dict(scheme="sinusoidal", urpe=True),
+    dict(scheme="alibi", urpe="symmetric", special_tokens=True),
+])
+def test_probe_model_matches_a_plain_reimplementation(kwargs):
+    # kills changes to the model's definition: a weight or bias scale (0.1 -> 1.1, * -> /,
+    # / sqrt(d) -> * sqrt(d)), a bias dropped from a projection, the T5 table's size or its
+    # bidirectional flag, the ALiBi sign, the URPE diagonals, the Shaw tables, the draw order.
+    # Identical tokens alone hide a score-only scheme (every weighting averages the same value),
+    # hence the special tokens; the causal T5 buckets differ from the bidirectional ones only from
+    # offset 8 on, hence n = 10 there. Also kills normalize=normalize dropped from either call.
+    kwargs = dict(kwargs)
+    n = kwargs.pop("n", 5)
+    d, h, d_ff = 8, 2, 12
+    clip = kwargs.pop("shaw_clip", 2)
+    got = probe_hidden_states(n, np.random.default_rng(3), d=d, num_heads=h, d_ff=d_ff, shaw_clip=clip, **kwargs)
+    ref = _reference_probe(n, 3, d=d, num_heads=h, d_ff=d_ff, shaw_clip=clip, **kwargs)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=1e-9)
