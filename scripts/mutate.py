@@ -361,6 +361,9 @@ def main():
                     help="with --rerun-survivors: also run every mutant of the functions whose code "
                          "changed since git revision REV (the commit the earlier results were measured "
                          "at), whose earlier results no longer apply")
+    ap.add_argument("--skip-changed", nargs="+", metavar="FUNCTION", default=(),
+                    help="with --changed-since: changed functions (as mutmut names them, e.g. x_attention) "
+                         "whose mutants are not run now; they count as not run, not with their old verdicts")
     ap.add_argument("--no-run", action="store_true",
                     help="with --continue or --rerun-survivors: do not start mutmut, merge the results "
                          "that a stopped run of the same kind left in mutants/")
@@ -380,7 +383,7 @@ def main():
             for module in sorted(touched):
                 changed = changed_functions(module, args.changed_since)
                 print(f"{module}: functions changed since {args.changed_since}: {', '.join(changed) or 'none'}")
-                names += [f"attncore.{module}.{f}__mutmut_*" for f in changed]
+                names += [f"attncore.{module}.{f}__mutmut_*" for f in changed if f not in args.skip_changed]
                 renewed |= {f"attncore.{module}.{f}" for f in changed}
         touched = {n.split(".")[1] for n in names}  # a module without survivors keeps its run
     elif args.resume:
