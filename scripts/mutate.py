@@ -385,6 +385,9 @@ def main():
                 print(f"{module}: functions changed since {args.changed_since}: {', '.join(changed) or 'none'}")
                 names += [f"attncore.{module}.{f}__mutmut_*" for f in changed if f not in args.skip_changed]
                 renewed |= {f"attncore.{module}.{f}" for f in changed}
+            # a skipped changed function's earlier survivors are numbered as in the old code: not run either
+            names = [n for n in names if not (n.split("__mutmut_")[0] in renewed
+                                              and n.split("__mutmut_")[0].split(".")[-1] in args.skip_changed)]
         touched = {n.split(".")[1] for n in names}  # a module without survivors keeps its run
     elif args.resume:
         mode, touched = "continued", set(args.resume)
