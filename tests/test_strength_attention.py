@@ -162,3 +162,84 @@ def test_reweight_is_checked_against_the_dtype_of_the_scores():
         want = (attention_weights(q.astype(dq), k.astype(dk)).astype(np.float64) * big) @ v.astype(dq)
         assert got.dtype == dq
         np.testing.assert_allclose(got, want, rtol=1e-3)
+
+
+# ------------------------------------------------------------------ attention_weights
+
+
+def softmax_loop(scores, keep):
+    """Softmax of one row over the kept entries, in float64 with plain loops (0 elsewhere)."""
+    kept = [s for s, ok in zip(scores, keep) if ok]
+    if not kept:
+        return [0.0] * len(scores)
+    top = max(kept)
+    total = sum(math.exp(s - top) for s in kept)
+    return [math.exp(s - top) / total if ok else 0.0 for s, ok in zip(scores, keep)]
+
+
+@pytest.mark.parametrize("n, m", [(5, 5), (4, 7), (7, 4)])
+def test_attention_weights_with_mask_and_causal_keeps_both(n, m):
+    """``causal=True`` with a mask keeps a key only where both allow it (checked against loops).
+    Kills ``mask & ~future`` -> ``mask | ~future``, -> ``mask & future`` and the mask ignored
+    (``~future if (mask is None) or True``)."""
+    rng = np.random.default_rng(4)
+    q, k = rng.normal(size=(2, n, 3)), rng.normal(size=(2, m, 3))
+    mask = rng.random((n, m)) < 0.6
+    mask[:, 0] = [True, False] * (n // 2) + [True] * (n % 2)  # some rows keep key 0, some keep nothing
+    got = attention_weights(q, k, mask=mask, causal=True)
+    for b in range(2):
+        for i in range(n):
+            scores = [sum(q[b, i, t] * k[b, j, t] for t in range(3)) / math.sqrt(3) for j in range(m)]
+            want = softmax_loop(scores, [bool(mask[i, j]) and j <= i for j in range(m)])
+            np.testing.assert_allclose(got[b, i], want, rtol=1e-12, atol=1e-300)
+
+
+def test_attention_weights_work_in_float32_for_float32_and_float16():
+    """Scores of float32 (and float16) queries and keys are computed in float32: one float32
+    (n, m) buffer (plus the float16 result), not float64.  numpy reports its buffers to
+    tracemalloc.  Kills ``k.astype(q.dtype, copy=False)`` -> ``k.astype(None, copy=False)``
+    (float64 keys make float64 scores: 3.1 score buffers instead of 1.1 for float32)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(5)
+    n = 512
+    for dtype, budget in ((np.float32, 1.5), (np.float16, 3.5)):  # in units of n*n*itemsize
+        q, k = (rng.normal(size=(n, 16)).astype(dtype) for _ in range(2))
+        tracemalloc.start()
+        try:
+            a = attention_weights(q, k)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert a.dtype == dtype
+        assert peak < budget * n * n * np.dtype(dtype).itemsize, (dtype, peak / (n * n * np.dtype(dtype).itemsize))
+
+
+def test_a_float64_bias_acts_as_its_rounding_to_the_dtype_of_the_scores():
+    """With float32 queries and keys, a float64 bias gives the same bits as the bias rounded to
+    float32 first (as in linear()).  Here 64 + 2**-18 is a tie in float32 (rounded to 64), while
+    adding the unrounded bias 2**-18 + 2**-44 in float64 and then rounding gives 64 + 2**-17, and
+    the weights move by 2**-19.  Kills ``bias.astype(q.dtype, copy=False)`` ->
+    ``bias.astype(None, copy=False)`` in attention_weights."""
+    f32 = np.float32
+    q, k = np.array([[64.0]], f32), np.array([[1.0], [1.0]], f32)
+    bias = np.array([[2.0**-18 + 2.0**-44, 0.0]])
+    a = attention_weights(q, k, bias=bias, scale=1.0)
+    assert np.array_equal(a, attention_weights(q, k, bias=bias.astype(f32), scale=1.0))
+    assert np.array_equal(a, np.array([[0.5, 0.5]], f32))
+
+
+@pytest.mark.parametrize("dtype, qk, top", [(np.float32, 1e37, 3.4e38), (np.float64, 1e307, 1.79e308)])
+def test_scores_plus_a_bias_near_the_largest_float_do_not_overflow(dtype, qk, top):
+    """q . k is far from overflow, the bias is near the largest float, and their sum is beyond
+    it: the bound on the scores includes the bias, so q and the bias are scaled down first and
+    the weights are the exact [1, 0].  Kills ``_log_score_bound(q, k, bias)`` ->
+    ``_log_score_bound(q, k, None)`` in attention_weights (the sum overflows to inf, giving NaN)."""
+    root = math.sqrt(qk)
+    q, k = np.array([[root]], dtype), np.array([[root], [0.0]], dtype)
+    bias = np.array([[top, 0.0]], dtype)
+    for normalize in ("softmax", "l2"):
+        a = attention_weights(q, k, bias=bias, scale=1.0, normalize=normalize)
+        assert np.array_equal(a, np.array([[1.0, 0.0]], dtype)), (normalize, a)
+    out = attention(q, k, np.array([[2.0], [3.0]], dtype), bias=bias, scale=1.0)
+    assert np.array_equal(out, np.array([[2.0]], dtype))
