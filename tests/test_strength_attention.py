@@ -243,3 +243,101 @@ def test_scores_plus_a_bias_near_the_largest_float_do_not_overflow(dtype, qk, to
         assert np.array_equal(a, np.array([[1.0, 0.0]], dtype)), (normalize, a)
     out = attention(q, k, np.array([[2.0], [3.0]], dtype), bias=bias, scale=1.0)
     assert np.array_equal(out, np.array([[2.0]], dtype))
+
+
+# ------------------------------------------------------------------ the route plan (attention, Notes)
+
+
+def documented_plan(log_bound, m, log_values, normalize, dtype):
+    """attention's (shift, gain) as its Notes state the rule, for a score bound B = e**log_bound,
+    m keys and log(max|reweight| max|v|) = log_values: the unshifted route, with the smallest
+    g such that 2**g >= e**B, exactly when
+        B <= -ln T - 1  and  ln m + B + g ln 2 + max(0, log_values) <= ln M - 1
+    (for "l2" also 2B <= -ln T - 1 and ln m + 2B <= ln M - 1); otherwise the shifted route, with
+    the largest g <= 0 such that ln m + log_values + g ln 2 <= ln M - 1 (the rescue power)."""
+    info = np.finfo(dtype)
+    log_max, log_tiny, log2 = math.log(float(info.max)), math.log(float(info.tiny)), math.log(2.0)
+    top = log_max - 1
+    bound = math.exp(min(log_bound, 700.0))
+    if bound <= -log_tiny - 1:
+        g = math.ceil(bound / log2)
+        while g * log2 < bound:
+            g += 1
+        while (g - 1) * log2 >= bound:
+            g -= 1
+        safe = math.log(m) + bound + g * log2 + max(0.0, log_values) <= top
+        if normalize == "l2":
+            safe = safe and 2 * bound <= -log_tiny - 1 and math.log(m) + 2 * bound <= top
+        if safe:
+            return False, g
+    g = 0
+    while math.log(m) + log_values + g * log2 > top:
+        g -= 1
+    return True, g
+
+
+def plan_probes():
+    """(log_bound, m, log_values, normalize, dtype) around every boundary of the rule."""
+    log2 = math.log(2.0)
+    for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        info = np.finfo(dtype)
+        log_max, log_tiny = math.log(float(info.max)), math.log(float(info.tiny))
+        top = log_max - 1
+        for m in (1, 3, 1000):
+            coarse = np.arange(0.01, top / 2 + 1, 0.2 if dtype == np.float32 else 1.3)
+            edge = np.arange((top - math.log(m)) / 2 - 1.0, (top - math.log(m)) / 2 + 0.2, 0.01)  # 2B near the top
+            l2 = np.arange((-log_tiny - 1) / 2 - 0.6, (-log_tiny - 1) / 2 + 0.6, 0.005)  # 2B near -ln T - 1
+            for normalize in ("softmax", "l2"):
+                for bound in np.concatenate([coarse, edge, l2]):
+                    bound = float(bound)
+                    base = math.log(m) + bound + math.ceil(bound / log2) * log2
+                    for log_values in (-math.inf, -1.0, 0.0, 0.5):
+                        yield math.log(bound), m, log_values, normalize, dtype
+                    for delta in (-1.5, -0.7, -0.3, -0.05, 0.05, 0.3, 0.7, 1.5):  # the sum at top + delta
+                        yield math.log(bound), m, top - base + delta, normalize, dtype
+                # shifted: the rescue power around m max|v| = M/e
+                for log_bound in (64.0, 100.0, math.inf):
+                    for excess in (-1.2, -0.5, -0.01, 0.01, 0.5, 0.7, 1.0, 1.5, 3.3, 50.0):
+                        yield log_bound, m, top - math.log(m) + excess, normalize, dtype
+
+
+def test_the_route_plan_is_the_documented_rule():
+    """The unshifted route is taken exactly where attention's Notes allow it, with the power
+    2**g >= e**B, and the shifted route rescues with the largest power that brings m max|v|
+    below M/e.  Around every boundary of the rule.  Kills in _plan: ln 2 -> ln 3; growth
+    max(0, .) -> max(1, .); gain = ceil(B / ln 2) -> ceil(B ln 2); gain * ln 2 -> gain / ln 2 in
+    the condition; its right side ln M - 1 -> ln M + 1 or ln M - 2; normalize == "l2" ->
+    != "l2", "XXl2XX", "L2"; in the l2 condition: safe = None, "and" -> "or" (both places),
+    2B -> 3B (both places), -ln T - 1 -> -ln T + 1, +ln T - 1, -ln T - 2, ln M - 1 -> ln M - 2;
+    in the shifted power: excess ln M - 1 -> ln M - 2, excess / ln 2 -> excess * ln 2,
+    excess > 0 -> excess > 1, else 0 -> else 1."""
+    seen = set()
+    for probe in plan_probes():
+        want = documented_plan(*probe)
+        assert module._plan(*probe) == want, probe
+        seen.add(want[0])
+    assert seen == {False, True}
+
+
+def test_the_route_plan_at_exact_equality():
+    """The rule's inequalities are "<=": inputs found (by search) where a side equals the limit
+    exactly in floating point.  Kills "<=" -> "<" in ln m + B + g ln 2 + growth <= ln M - 1, in
+    2B <= -ln T - 1 (l2, float64) and in ln m + 2B <= ln M - 1 (l2, float32: it takes m ~ 1e17
+    keys for the sum to land on the limit exactly)."""
+    log2 = math.log(2.0)
+    f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
+    # ln m + B + g ln 2 + log_values == ln M - 1 exactly, float32, m = 1, B = e**log(10)
+    top = math.log(float(np.finfo(f32).max)) - 1
+    bound = math.exp(math.log(10.0))
+    partial = math.log(1) + bound + math.ceil(bound / log2) * log2
+    log_values = top - partial
+    while partial + log_values != top:
+        log_values = math.nextafter(log_values, math.inf if partial + log_values < top else -math.inf)
+    cases = [(math.log(10.0), 1, log_values, "softmax", f32),
+             (5.86844403333781, 1, -math.inf, "l2", f64),
+             (3.188835140907749, 106034023387206752, -math.inf, "l2", f32)]
+    assert 2 * math.exp(cases[1][0]) == -math.log(float(np.finfo(f64).tiny)) - 1
+    assert math.log(cases[2][1]) + 2 * math.exp(cases[2][0]) == top
+    for case in cases:
+        assert module._plan(*case) == documented_plan(*case)
+        assert module._plan(*case)[0] is False, case
