@@ -341,3 +341,101 @@ def test_the_route_plan_at_exact_equality():
     for case in cases:
         assert module._plan(*case) == documented_plan(*case)
         assert module._plan(*case)[0] is False, case
+
+
+# ------------------------------------------------------------------ blocks of rows and heads
+
+
+def attention_by_loops(q, k, v, mask=None, causal=False, reweight=None):
+    """softmax(q k^T / sqrt(k)) v (times reweight) on every broadcast (batch, head) slice, in
+    float64 with plain loops."""
+    n, m, width = q.shape[-2], k.shape[-2], q.shape[-1]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    qb, kb, vb = (np.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v))
+    keep = np.ones(batch + (n, m), bool) if mask is None else np.broadcast_to(mask, batch + (n, m))
+    rw = None if reweight is None else np.broadcast_to(reweight, batch + (n, m))
+    out = np.zeros(batch + (n, v.shape[-1]))
+    for idx in np.ndindex(batch):
+        for i in range(n):
+            scores = [sum(qb[idx][i, t] * kb[idx][j, t] for t in range(width)) / math.sqrt(width) for j in range(m)]
+            w = softmax_loop(scores, [bool(keep[idx][i, j]) and (j <= i or not causal) for j in range(m)])
+            if rw is not None:
+                w = [w[j] * rw[idx][i, j] for j in range(m)]
+            for c in range(v.shape[-1]):
+                out[idx][i, c] = sum(w[j] * vb[idx][j, c] for j in range(m))
+    return out
+
+
+@pytest.mark.parametrize("n, m, heads, itemsize", [(1, 5, 3, 8), (7, 5, 4, 8), (20, 3, 2, 4), (2000, 2000, 8, 4),
+                                                   (0, 4, 1, 8), (33, 1, 5, 8)])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("budget", [1, 16, 100, 1000, 1 << 22])
+def test_block_layout_fills_the_budget_and_never_exceeds_it(monkeypatch, n, m, heads, itemsize, sparse, budget):
+    """The layout's promise (its docstring): ``rows`` is a whole number of query rows, as many as
+    fit BLOCK_BYTES with m scores each (at least 1, at most n), cut to about n / SKIP_BLOCKS with a
+    mask but not below SKIP_MIN_ROWS; ``group`` slices share a block while it fits.  Kills
+    ``max(1, ...)`` -> ``max(2, ...)`` for rows (2 rows of one query, or twice the budget),
+    ``BLOCK_BYTES // ...`` -> ``/`` and ``-(-n // SKIP_BLOCKS)`` -> ``/`` (a float row count)."""
+    monkeypatch.setattr(module, "BLOCK_BYTES", budget)
+    rows, group = module._block_layout(n, m, heads, itemsize, sparse)
+    assert type(rows) is int and type(group) is int
+    row_bytes = m * itemsize
+    full = max(1, min(n, budget // max(1, row_bytes)))  # the largest count that fits, or 1
+    assert 1 <= rows <= max(1, n)
+    assert rows == 1 or rows * row_bytes <= budget
+    assert (rows == max(1, n) or (rows + 1) * row_bytes > budget) if not sparse else rows <= full
+    if sparse:
+        assert rows == min(full, max(module.SKIP_MIN_ROWS, math.ceil(n / module.SKIP_BLOCKS)))
+    assert 1 <= group <= heads
+    assert group == 1 or group * rows * row_bytes <= budget
+    assert group == heads or (group + 1) * rows * row_bytes > budget
+
+
+@pytest.mark.parametrize("budget", [100, 1 << 22])
+def test_blocks_of_a_fractional_budget_and_of_a_cut_row_count_match_loops(monkeypatch, budget):
+    """End to end: 100 bytes hold 2.5 float64 rows of 5 scores; with causal and SKIP_MIN_ROWS = 1,
+    20 rows are cut to ceil(20 / 16) = 2 rows per block.  Kills the float divisions of
+    _block_layout (attention then fails: a float row count is no range step)."""
+    monkeypatch.setattr(module, "BLOCK_BYTES", budget)
+    monkeypatch.setattr(module, "SKIP_MIN_ROWS", 1)
+    rng = np.random.default_rng(6)
+    q, k, v = rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    np.testing.assert_allclose(attention(q, k, v), attention_by_loops(q, k, v), rtol=1e-12, atol=1e-14)
+    q, k, v = rng.normal(size=(20, 3)), rng.normal(size=(20, 3)), rng.normal(size=(20, 2))
+    np.testing.assert_allclose(attention(q, k, v, causal=True), attention_by_loops(q, k, v, causal=True),
+                               rtol=1e-12, atol=1e-14)
+
+
+def test_operands_broadcasting_on_an_outer_batch_axis_match_loops(monkeypatch):
+    """k, v, mask and reweight of length 1 on the first of two batch axes, q of length 2 there,
+    with one row per block: each block takes index 0 of the broadcast axis.  Kills in _part
+    ``0 if a.shape[axis] == 1 else outer[j]`` -> always ``outer[j]`` (IndexError on the second
+    batch index)."""
+    monkeypatch.setattr(module, "BLOCK_BYTES", 1)
+    rng = np.random.default_rng(7)
+    q, k, v = rng.normal(size=(2, 3, 4, 2)), rng.normal(size=(1, 3, 5, 2)), rng.normal(size=(1, 3, 5, 2))
+    mask = rng.random((1, 3, 4, 5)) < 0.7
+    reweight = rng.normal(size=(1, 1, 4, 5))
+    want = attention_by_loops(q, k, v, mask=mask, reweight=reweight)
+    np.testing.assert_allclose(attention(q, k, v, mask=mask, reweight=reweight), want, rtol=1e-12, atol=1e-14)
+
+
+def test_no_queries_with_a_reweight_give_an_empty_result():
+    """n = 0 queries: a reweight of shape (0, m) broadcasts to the (0, m) weights and the result is
+    (0, v).  Kills ``np.max(np.abs(x), initial=0)`` -> no initial / ``initial=None`` in
+    _log_max_abs (the maximum of an empty array is an error)."""
+    q, k, v = np.ones((0, 3)), np.ones((4, 3)), np.ones((4, 2))
+    for normalize in ("softmax", "l2"):
+        got = attention(q, k, v, reweight=np.ones((0, 4)), normalize=normalize)
+        assert got.shape == (0, 2) and got.dtype == np.float64
+    assert attention(np.ones((2, 0, 3)), k, v, reweight=np.ones((2, 0, 4))).shape == (2, 0, 2)
+
+
+def test_log_max_abs_is_the_log_of_the_largest_magnitude():
+    """The bound on max|reweight| used by the route plan is exact below 1 too (a smaller bound
+    allows the unshifted route more often).  Kills ``initial=0`` -> ``initial=1`` in _log_max_abs
+    (which rounds every maximum below 1 up to 1)."""
+    assert module._log_max_abs(np.array([0.25, -0.5])) == math.log(0.5)
+    assert module._log_max_abs(np.array([[3.0, -7.0]])) == math.log(7.0)
+    assert module._log_max_abs(np.zeros(3)) == -math.inf
+    assert module._log_max_abs(np.zeros((0, 2))) == -math.inf
