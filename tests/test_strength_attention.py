@@ -439,3 +439,45 @@ def test_log_max_abs_is_the_log_of_the_largest_magnitude():
     assert module._log_max_abs(np.array([[3.0, -7.0]])) == math.log(7.0)
     assert module._log_max_abs(np.zeros(3)) == -math.inf
     assert module._log_max_abs(np.zeros((0, 2))) == -math.inf
+
+
+# ------------------------------------------------------------------ overflow: rescaling and the result's dtype
+
+
+def test_a_query_near_the_largest_float_is_not_scaled_up():
+    """|q| = 0.6 max with |k| <= 0.1: the scores (up to 0.06 max, log bound = ln max - 2.8) fit,
+    so q is used as it is.  Kills ``log_bound <= log_max - 2`` -> ``<= log_max - 3`` in
+    _fit_scores (which "rescales" by 2**-j with j = -1: q doubles to inf and the weights are NaN)."""
+    top = float(np.finfo(np.float32).max)
+    q = np.array([[0.6 * top]], np.float32)
+    k, v = np.array([[0.1], [0.05]], np.float32), np.array([[1.0], [2.0]], np.float32)
+    for normalize in ("softmax", "l2"):
+        assert np.array_equal(attention_weights(q, k, scale=1.0, normalize=normalize), np.array([[1.0, 0.0]], np.float32))
+        assert np.array_equal(attention(q, k, v, scale=1.0, normalize=normalize), np.array([[1.0]], np.float32))
+
+
+def test_rounding_the_result_to_float16_warns_nothing():
+    """float16 input is computed in float32 and rounded once; an answer beyond float16 (here a
+    reweighted average of 3 * 60000) rounds to inf, its correct rounding, without a
+    RuntimeWarning escaping.  Kills ``np.errstate(over="ignore")`` -> ``over=None`` in _finish."""
+    import warnings
+
+    f16 = np.float16
+    q, k, v = np.ones((1, 2), f16), np.ones((3, 2), f16), np.full((3, 1), 60000, f16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = attention(q, k, v, reweight=np.full((1, 3), 3.0))
+    assert out.dtype == f16 and np.isposinf(out[0, 0])
+
+
+def test_exp_beyond_float16_without_a_denominator_is_an_error_that_says_so():
+    """normalize="none" on float16: exp(12) is finite in float32, where it is computed, but beyond
+    float16, the result's dtype: a ValueError that says so.  Kills the message of _finish mangled
+    ("XXa score...XX", upper case)."""
+    f16 = np.float16
+    q, k, v = np.array([[3.0]], f16), np.array([[4.0]], f16), np.ones((1, 1), f16)
+    message = r'^a score is too large for exp without a denominator \(normalize="none"\): .*overflows float16'
+    with pytest.raises(ValueError, match=message):
+        attention(q, k, v, scale=1.0, normalize="none")
+    with pytest.raises(ValueError, match=message):
+        attention_weights(q, k, scale=1.0, normalize="none")
