@@ -481,3 +481,19 @@ def test_exp_beyond_float16_without_a_denominator_is_an_error_that_says_so():
         attention(q, k, v, scale=1.0, normalize="none")
     with pytest.raises(ValueError, match=message):
         attention_weights(q, k, scale=1.0, normalize="none")
+
+
+@pytest.mark.parametrize("dtype, big", [(np.float32, 1e24), (np.float64, 1e160)])
+def test_scores_far_beyond_the_largest_float_give_the_exact_weights(dtype, big):
+    """q . k = +-big**2, far beyond the largest float (1e48 for float32, 1e320 for float64): q is
+    divided by the power of two that brings the bound below max / e**2, and the weights are the
+    exact [1, 0] (the scores differ by far more than exp's range).  Kills, in _fit_scores,
+    ``(log_bound - log_max + 2) / ln 2`` -> ``* ln 2`` (too small a power: the scores still
+    overflow to inf and the weights are NaN)."""
+    q = np.array([[big, 0.0]], dtype)
+    k = np.array([[big, 0.0], [-big, 0.0], [0.0, big]], dtype)
+    v = np.array([[1.0], [2.0], [3.0]], dtype)
+    for normalize in ("softmax", "l2"):
+        a = attention_weights(q, k, scale=1.0, normalize=normalize)
+        assert np.array_equal(a, np.array([[1.0, 0.0, 0.0]], dtype)), (normalize, a)
+        assert np.array_equal(attention(q, k, v, scale=1.0, normalize=normalize), np.array([[1.0]], dtype))
