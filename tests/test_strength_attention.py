@@ -497,3 +497,34 @@ def test_scores_far_beyond_the_largest_float_give_the_exact_weights(dtype, big):
         a = attention_weights(q, k, scale=1.0, normalize=normalize)
         assert np.array_equal(a, np.array([[1.0, 0.0, 0.0]], dtype)), (normalize, a)
         assert np.array_equal(attention(q, k, v, scale=1.0, normalize=normalize), np.array([[1.0]], dtype))
+
+
+def test_the_bias_is_scaled_with_q_when_the_scores_are_rescaled():
+    """q . k = [1e38, 0] and a bias [0, 3e38] (float32): their sum overflows, so q and the bias are
+    divided by a power of two; the second key wins, by far.  Kills ``bias = None`` in
+    _fit_scores (the bias dropped: the first key wins)."""
+    f32 = np.float32
+    q, k = np.array([[1e19]], f32), np.array([[1e19], [0.0]], f32)
+    bias = np.array([[0.0, 3e38]], f32)
+    for normalize in ("softmax", "l2"):
+        a = attention_weights(q, k, bias=bias, scale=1.0, normalize=normalize)
+        assert np.array_equal(a, np.array([[0.0, 1.0]], f32)), (normalize, a)
+    assert np.array_equal(attention(q, k, np.array([[2.0], [3.0]], f32), bias=bias, scale=1.0), np.array([[3.0]], f32))
+
+
+def test_rescaling_by_the_smallest_power_keeps_a_small_query_entry():
+    """q = [1e18, 3 * 2**-108] and keys [0, +-2**106] (float32): the scores are +-0.75, but the
+    Cauchy-Schwarz bound |q| |k| ~ 8e49 overflows, so q is divided by 2**41, the smallest power
+    that brings the bound below max / e**2.  That makes the small entry 3 * 2**-149, a subnormal
+    still exact, and the weights are the exact softmax([0.75, -0.75]).  Kills, in _fit_scores,
+    ``log_bound - log_max + 2`` -> ``+ 3`` (one more halving rounds the entry to 2**-148:
+    weights [0.88, 0.12]).  (A larger first entry, 1e19, needs 2**45 and loses the small entry
+    altogether: see the report of this test's author; that input is not tested here.)"""
+    f32 = np.float32
+    q = np.array([[1e18, 3 * 2.0**-108]], f32)
+    k = np.array([[0.0, 2.0**106], [0.0, -(2.0**106)]], f32)
+    s = np.array([0.75, -0.75])
+    want = np.exp(s) / np.exp(s).sum()
+    np.testing.assert_allclose(attention_weights(q, k, scale=1.0)[0], want, rtol=1e-6)
+    v = np.array([[1.0], [0.0]], f32)
+    np.testing.assert_allclose(attention(q, k, v, scale=1.0)[0, 0], want[0], rtol=1e-6)
