@@ -528,3 +528,68 @@ def test_rescaling_by_the_smallest_power_keeps_a_small_query_entry():
     np.testing.assert_allclose(attention_weights(q, k, scale=1.0)[0], want, rtol=1e-6)
     v = np.array([[1.0], [0.0]], f32)
     np.testing.assert_allclose(attention(q, k, v, scale=1.0)[0, 0], want[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("normalize, reweight", [("l2", None), ("softmax", np.array([[1.0, 0.5]]))])
+def test_values_near_the_largest_float_average_without_overflow(normalize, reweight):
+    """Two equal scores and values 2e38, 2.5e38 (float32): the unnormalised product of the
+    numerators with v overflows, the answer (l2: 4.5e38 / sqrt 2 = 3.18e38; softmax with reweight
+    [1, 0.5]: 1.625e38) does not, so the block is computed again with v times a power of two, and
+    the denominators times the same power.  Kills, on this route without the fused denominator
+    column, ``scaled = rescue`` -> ``scaled = None`` (denominators not scaled: the answer is off by
+    that power) and ``where=denominator > 0`` -> ``> 1`` (the division skipped where the scaled
+    denominator is below 1)."""
+    f32 = np.float32
+    q, k = np.zeros((1, 2), f32), np.zeros((2, 2), f32)
+    v = np.array([[2e38], [2.5e38]], f32)
+    w = np.array([0.5, 0.5]) if normalize == "softmax" else np.array([1.0, 1.0]) / math.sqrt(2.0)
+    want = (w * (1.0 if reweight is None else reweight[0])) @ v.astype(np.float64)
+    got = attention(q, k, v, normalize=normalize, reweight=reweight)
+    assert got.dtype == f32
+    np.testing.assert_allclose(got[0], want, rtol=1e-6)
+
+
+def test_each_block_of_rows_and_heads_is_computed_once(monkeypatch):
+    """attention computes ceil(n / rows) blocks of query rows per group of heads, each once
+    (_rows is called for the mask, bias and reweight of every block).  Kills, in attention,
+    ``range(0, n, rows)`` -> ``range(0, n)`` and ``range(0, heads_total, group)`` ->
+    ``range(0, heads_total)`` (overlapping blocks: the same rows or heads computed again and
+    again) and ``heads_total = ... else 1`` -> ``else 2`` (without batch axes, every block twice)."""
+    calls = []
+    real = module._rows
+
+    def counting(a, start, stop, n):
+        calls.append((start, stop))
+        return real(a, start, stop, n)
+
+    monkeypatch.setattr(module, "_rows", counting)
+    rng = np.random.default_rng(8)
+    monkeypatch.setattr(module, "BLOCK_BYTES", 3 * 5 * 8)  # 3 float64 rows of 5 scores
+    q, k, v = rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    np.testing.assert_allclose(attention(q, k, v), attention_by_loops(q, k, v), rtol=1e-12, atol=1e-14)
+    assert calls == [(0, 3)] * 3 + [(3, 6)] * 3 + [(6, 7)] * 3
+    calls.clear()
+    monkeypatch.setattr(module, "BLOCK_BYTES", 1 << 22)  # every head in one block
+    q, k, v = rng.normal(size=(4, 2, 3)), rng.normal(size=(4, 5, 3)), rng.normal(size=(4, 5, 2))
+    np.testing.assert_allclose(attention(q, k, v), attention_by_loops(q, k, v), rtol=1e-12, atol=1e-14)
+    assert calls == [(0, 2)] * 3
+
+
+def test_attention_without_batch_axes_allocates_one_block_of_scores():
+    """2-D q, k, v (one slice, so one head): the score buffer holds one block of rows, here all
+    512 rows of 512 float32 scores (1 MiB), and nothing else of that size is allocated.  Kills
+    ``_block_layout(n, m, batch[-1] if batch else 1, ...)`` -> ``else 2`` (two slices per block:
+    a buffer twice as large, for a second slice that does not exist)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(9)
+    n = 512
+    q, k, v = (rng.normal(size=(n, 16)).astype(np.float32) for _ in range(3))
+    tracemalloc.start()
+    try:
+        out = attention(q, k, v)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.dtype == np.float32
+    assert peak < 1.5 * n * n * 4, peak / (n * n * 4)
