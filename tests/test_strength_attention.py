@@ -593,3 +593,36 @@ def test_attention_without_batch_axes_allocates_one_block_of_scores():
         tracemalloc.stop()
     assert out.dtype == np.float32
     assert peak < 1.5 * n * n * 4, peak / (n * n * 4)
+
+
+def test_a_rescued_block_warns_nothing_and_averages_exactly():
+    """Four equal weights on values +-3e38 (float32): the first product of the numerators with v
+    overflows (here to inf - inf = NaN, in the BLAS's order of summation), the block is computed
+    again with v / 16, and the exact average 0 comes out, with no RuntimeWarning escaping.  Kills
+    the ``np.errstate(over="ignore", invalid="ignore")`` around that product with either part
+    dropped or set to None."""
+    import warnings
+
+    f32 = np.float32
+    q, k = np.zeros((1, 2), f32), np.zeros((4, 2), f32)
+    v = np.array([[3e38], [3e38], [-3e38], [-3e38]], f32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for normalize in ("softmax", "l2"):
+            assert np.array_equal(attention(q, k, v, normalize=normalize), np.zeros((1, 1), f32))
+        v2 = np.array([[3e38], [3e38]], f32)
+        np.testing.assert_allclose(attention(q, k[:2], v2), [[3e38]], rtol=1e-6)
+
+
+def test_a_block_that_does_not_overflow_is_not_rescaled():
+    """Two equal weights, values [3e38, a] and [0, 0] (float32), a = (1 + 2**-23) 2**-125: the
+    bound m max|v| exceeds max / e, so a rescue power 2**-3 is prepared, but the product does not
+    overflow and is used as it is: [1.5e38, a / 2] exactly.  Kills, in attention,
+    ``if rescue and not np.all(np.isfinite(product))`` -> ``not np.all(None)`` or ``rescue or ...``
+    (the block is always computed again with v / 8, which rounds a / 8, a subnormal, to 2**-128)."""
+    f32 = np.float32
+    a = (1 + 2.0**-23) * 2.0**-125
+    q, k = np.zeros((1, 2), f32), np.zeros((2, 2), f32)
+    v = np.array([[3e38, a], [0.0, 0.0]], f32)
+    out = attention(q, k, v)
+    assert np.array_equal(out, np.array([[1.5e38, a / 2]], f32)), out
