@@ -626,3 +626,40 @@ def test_a_block_that_does_not_overflow_is_not_rescaled():
     v = np.array([[3e38, a], [0.0, 0.0]], f32)
     out = attention(q, k, v)
     assert np.array_equal(out, np.array([[1.5e38, a / 2]], f32)), out
+
+
+def test_rescaled_scores_keep_their_temperature_on_every_route():
+    """|q| |k| ~ 1e40 overflows float32, so q is divided by a power of two that is passed on as
+    a temperature; the scores themselves are small (1/sqrt 2 and 0), so the weights must be the
+    true softmax([0.71, 0]) = [0.67, 0.33] (or its l2 form), not the nearly uniform weights of the
+    divided scores.  attention with l2 or with a reweight computes the numerators apart from
+    the denominators (not in one product with v).  Kills ``temperature=temperature`` dropped
+    from that call of _numerators_inplace."""
+    f32 = np.float32
+    q = np.array([[1e20, 0.0]], f32)
+    k = np.array([[1e-20, 1e20], [0.0, 1e20]], f32)
+    v = np.array([[1.0], [0.0]], f32)
+    s = np.array([1.0, 0.0]) / np.sqrt(2.0)
+    soft, l2 = np.exp(s) / np.exp(s).sum(), np.exp(s) / np.linalg.norm(np.exp(s))
+    assert abs(attention(q, k, v, normalize="l2")[0, 0] - l2[0]) < 1e-6
+    assert abs(attention(q, k, v, reweight=np.array([[2.0, 1.0]]))[0, 0] - 2 * soft[0]) < 1e-6
+
+
+@pytest.mark.parametrize("normalize, reweight", [("l2", None), ("softmax", np.full((8, 8), 0.5))])
+def test_ordinary_inputs_take_the_unshifted_route(monkeypatch, normalize, reweight):
+    """Unit-variance inputs are well inside the range where attention's Notes allow the unshifted
+    route (no subtraction of the row maximum, two passes fewer); attention must then take it, for
+    l2 and for softmax with a reweight too (their numerators are computed by _numerators_inplace,
+    which is watched here).  Kills ``shift=shift`` dropped from that call (always shifted)."""
+    seen = []
+    real = module._numerators_inplace
+
+    def watching(z, kind, **kwargs):
+        seen.append(kwargs.get("shift", True))
+        return real(z, kind, **kwargs)
+
+    monkeypatch.setattr(module, "_numerators_inplace", watching)
+    rng = np.random.default_rng(10)
+    q, k, v = rng.normal(size=(8, 4)), rng.normal(size=(8, 4)), rng.normal(size=(8, 2))
+    attention(q, k, v, normalize=normalize, reweight=reweight)
+    assert seen == [False]
