@@ -663,3 +663,31 @@ def test_ordinary_inputs_take_the_unshifted_route(monkeypatch, normalize, reweig
     q, k, v = rng.normal(size=(8, 4)), rng.normal(size=(8, 4)), rng.normal(size=(8, 2))
     attention(q, k, v, normalize=normalize, reweight=reweight)
     assert seen == [False]
+
+
+def test_a_block_computes_only_the_keys_its_rows_may_attend(monkeypatch):
+    """attention, Notes: with a mask, a block computes only the keys lo:hi between the first and
+    the last key that one of its rows may attend, and a block whose rows may attend no key is 0
+    without computing anything.  Blocks of 2 rows: keys 2:4, nothing, key 0:1 (the scores that
+    reach the exponential are watched).  Kills ``int(kept[-1]) + 1`` -> ``+ 2``,
+    ``else (0, 0)`` -> ``else (0, 1)``, ``hi <= lo`` -> ``hi < lo``, ``m > 0 and hi <= lo`` ->
+    ``m > 1 and ...`` and ``mask_b.shape[-1] == m > 0`` -> ``> 1`` (the last two with one key)."""
+    shapes = []
+    real = module._shifted_exp_inplace
+
+    def watching(z, *args, **kwargs):
+        shapes.append(z.shape)
+        return real(z, *args, **kwargs)
+
+    monkeypatch.setattr(module, "_shifted_exp_inplace", watching)
+    monkeypatch.setattr(module, "BLOCK_BYTES", 2 * 5 * 8)  # 2 float64 rows of 5 scores
+    rng = np.random.default_rng(11)
+    q, k, v = rng.normal(size=(6, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    mask = np.zeros((6, 5), bool)
+    mask[0, 2] = mask[1, 3] = mask[4, 0] = mask[5, 0] = True
+    got = attention(q, k, v, mask=mask)
+    np.testing.assert_allclose(got, attention_by_loops(q, k, v, mask=mask), rtol=1e-12, atol=1e-14)
+    assert shapes == [(2, 2), (2, 1)]
+    shapes.clear()
+    got = attention(q[:2], k[:1], v[:1], mask=np.zeros((2, 1), bool))  # one key, masked for both rows
+    assert np.array_equal(got, np.zeros((2, 2))) and shapes == []
