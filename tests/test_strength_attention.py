@@ -691,3 +691,32 @@ def test_a_block_computes_only_the_keys_its_rows_may_attend(monkeypatch):
     shapes.clear()
     got = attention(q[:2], k[:1], v[:1], mask=np.zeros((2, 1), bool))  # one key, masked for both rows
     assert np.array_equal(got, np.zeros((2, 2))) and shapes == []
+
+
+def test_wide_values_cost_three_outputs_of_memory_in_float32():
+    """float32 softmax attention with wide values (64 x 4096): the output, v with its column of
+    denominators appended, and one block of products, each the size of the output, all float32.
+    Kills ``wide = np.empty(..., dtype=work)`` with the dtype dropped or None (a float64 product
+    buffer: 5 outputs of memory)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(12)
+    n, width = 64, 4096
+    q, k = (rng.normal(size=(n, 8)).astype(np.float32) for _ in range(2))
+    v = rng.normal(size=(n, width)).astype(np.float32)
+    tracemalloc.start()
+    try:
+        out = attention(q, k, v)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.dtype == np.float32
+    assert peak < 3.5 * out.nbytes, peak / out.nbytes
+
+
+def test_many_query_rows_take_the_contiguous_key_layout_and_match_loops():
+    """From 1024 query rows on, k^T is copied to a contiguous (k, m) array for the score product;
+    the answer is the same.  Kills ``np.ascontiguousarray(k_t)`` -> ``np.ascontiguousarray(None)``."""
+    rng = np.random.default_rng(13)
+    q, k, v = rng.normal(size=(1024, 2)), rng.normal(size=(3, 2)), rng.normal(size=(3, 1))
+    np.testing.assert_allclose(attention(q, k, v), attention_by_loops(q, k, v), rtol=1e-12, atol=1e-14)
