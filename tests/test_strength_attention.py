@@ -720,3 +720,108 @@ def test_many_query_rows_take_the_contiguous_key_layout_and_match_loops():
     rng = np.random.default_rng(13)
     q, k, v = rng.normal(size=(1024, 2)), rng.normal(size=(3, 2)), rng.normal(size=(3, 1))
     np.testing.assert_allclose(attention(q, k, v), attention_by_loops(q, k, v), rtol=1e-12, atol=1e-14)
+
+
+# ------------------------------------------------------------------ the bounds on norms and scores
+
+
+def exact_log_max_row_norm(x):
+    """log of the largest Euclidean norm of a row, from exact rational sums of squares."""
+    from fractions import Fraction
+
+    rows = x.reshape(-1, x.shape[-1]) if x.size else np.zeros((0, max(1, x.shape[-1])))
+    best = max((sum(Fraction(float(a)) ** 2 for a in row) for row in rows), default=Fraction(0))
+    if best == 0:
+        return -math.inf
+    # log of a Fraction without overflow: split off a power of two
+    e = best.numerator.bit_length() - best.denominator.bit_length()
+    return 0.5 * (math.log(float(best / Fraction(2) ** e)) + e * math.log(2.0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size", [1.0, 1e-3, 0.7, 1e30, 1e-30, 1e150, 1e-160])
+@pytest.mark.parametrize("shape", [(5, 3), (2, 40, 3), (1, 4)])
+def test_log_max_row_norm_is_a_tight_upper_bound(dtype, size, shape):
+    """_log_max_row_norm bounds log max_i |x_i| from above, by at most k + 1 units of eps: for
+    ordinary rows, for rows whose sums of squares overflow or fall below the smallest normal
+    (then the rows are scaled by a power of two first), and in every batch shape (up to the
+    rounding of the logarithms, a few units in the last place of log |x|).  Kills the
+    sign and factor mutants of both returns (0.5 -> 1.5, 0.5 / log, e / ln 2, ln 3, - slack,
+    - 0.5 log), the slack taken from another axis (shape[+1], shape[-2]), ldexp(x, +e),
+    ``not top > 0`` -> ``not top > 1`` and ``<= _log(squares) < inf`` -> ``<= inf``."""
+    info = np.finfo(dtype)
+    if not float(info.tiny) * 1e6 < size < float(info.max) / 1e6:
+        pytest.skip("not representable in this dtype")
+    rng = np.random.default_rng(14)
+    x = (rng.normal(size=shape) * size).astype(dtype)
+    got = module._log_max_row_norm(x)
+    want = exact_log_max_row_norm(x)
+    k = x.shape[-1]
+    rounding = 8 * math.ulp(abs(want))  # of the logarithms themselves
+    assert want - rounding <= got <= want + (k + 1) * float(info.eps) + rounding, (got, want, (got - want) / float(info.eps))
+
+
+def test_log_max_row_norm_of_nothing_is_minus_infinity():
+    """No rows, or rows of zeros: log 0 = -inf.  Kills ``squares.max() if squares.size else 0.0``
+    -> ``else 1.0`` and ``return -math.inf`` -> ``+math.inf``."""
+    for x in (np.zeros((0, 3)), np.zeros((2, 0, 3)), np.zeros((3, 2)), np.zeros((2, 3), np.float32)):
+        assert module._log_max_row_norm(x) == -math.inf
+
+
+def test_ordinary_rows_are_not_scaled_before_their_sums_of_squares():
+    """_log_max_row_norm's docstring: the rows are divided by a power of two only when their sums of
+    squares overflow or fall below the smallest normal; ordinary rows give 0.5 log(max sum of
+    squares) + k eps, the sums as numpy computes them.  Kills ``squares.max() if squares.size``
+    -> ``if (squares.size) and False`` (always scaled first: a bound off by a rounding of the
+    logarithms, which can move the route choice at its boundaries)."""
+    rng = np.random.default_rng(15)
+    for dtype in (np.float32, np.float64):
+        for x in (rng.normal(size=(6, 5)), rng.normal(size=(2, 3, 7)) * 1e3, rng.normal(size=(4, 2)) * 1e-3):
+            x = x.astype(dtype)
+            squares = np.max(np.einsum("...k,...k->...", x, x))  # in x's dtype, and its log too
+            want = 0.5 * float(np.log(squares)) + x.shape[-1] * float(np.finfo(dtype).eps)
+            assert module._log_max_row_norm(x) == want
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_score_bound_covers_a_score_that_is_all_bias(dtype):
+    """q . k is 1e-30 at most and the bias 3: the score is 3 exactly, and log B must be at least
+    log 3 (the rounding margin is added, never subtracted).  Kills ``+ (k + 4) eps`` -> ``- ...``
+    and -> ``(k - 4) eps`` in _log_score_bound."""
+    q, k = np.array([[1e-30, 0.0]], dtype), np.array([[0.0, 1.0]], dtype)
+    bias = np.array([[3.0]], dtype)
+    assert module._log_score_bound(q, k, bias) >= math.log(3.0)
+
+
+def test_a_zero_bias_adds_nothing_to_the_score_bound():
+    """Kills ``np.max(np.abs(bias), initial=0, ...)`` -> ``initial=1`` in _log_score_bound (every
+    bias would count as at least 1)."""
+    rng = np.random.default_rng(16)
+    q, k = rng.normal(size=(3, 4)) * 1e-3, rng.normal(size=(5, 4)) * 1e-3
+    assert module._log_score_bound(q, k, np.zeros((3, 5))) == module._log_score_bound(q, k, None)
+
+
+def test_the_score_bound_is_tight_with_many_query_rows():
+    """log B exceeds log(max |q_i| max |k_j|) by the rounding margins only, about (3k + 4) eps,
+    however many query rows there are.  Kills the margin taken from another axis of q
+    (``q.shape[+1]``, ``q.shape[-2]``: 40 rows instead of k = 3)."""
+    rng = np.random.default_rng(17)
+    for dtype in (np.float32, np.float64):
+        q, k = rng.normal(size=(2, 40, 3)).astype(dtype), rng.normal(size=(5, 3)).astype(dtype)
+        want = exact_log_max_row_norm(q) + exact_log_max_row_norm(k)
+        eps = float(np.finfo(dtype).eps)
+        assert want <= module._log_score_bound(q, k, None) <= want + (3 * 3 + 6) * eps
+
+
+def test_a_masking_bias_does_not_stop_the_rescaling():
+    """A bias of -inf (a masked key) is not part of the bound on the scores: q . k = +-1e48 still
+    makes attention divide q by a power of two, and the weights are the exact [1, 0, 0].  Kills
+    ``where=np.isfinite(bias)`` dropped in _log_score_bound (the bound becomes inf, nothing is
+    rescaled and the scores overflow)."""
+    f32 = np.float32
+    q = np.array([[1e24, 0.0]], f32)
+    k = np.array([[1e24, 0.0], [-1e24, 0.0], [0.0, 1e24]], f32)
+    bias = np.array([[0.0, 0.0, -np.inf]], f32)
+    assert np.array_equal(attention_weights(q, k, bias=bias, scale=1.0), np.array([[1.0, 0.0, 0.0]], f32))
+    v = np.array([[1.0], [2.0], [3.0]], f32)
+    assert np.array_equal(attention(q, k, v, bias=bias, scale=1.0), np.array([[1.0]], f32))
