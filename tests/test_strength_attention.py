@@ -825,3 +825,40 @@ def test_a_masking_bias_does_not_stop_the_rescaling():
     assert np.array_equal(attention_weights(q, k, bias=bias, scale=1.0), np.array([[1.0, 0.0, 0.0]], f32))
     v = np.array([[1.0], [2.0], [3.0]], f32)
     assert np.array_equal(attention(q, k, v, bias=bias, scale=1.0), np.array([[1.0]], f32))
+
+
+# ------------------------------------------------------------------ _prepare: validation and the compute dtype
+
+
+def test_prepare_names_k_the_width_and_the_scale():
+    """Kills, in _prepare: k's ``match=("q", q)`` dropped, None or mangled ("XXqXX", "Q"); the
+    message for k = 0 without a scale dropped or upper-cased; ``check_real(scale, "scale", work)``
+    without the dtype (a scale beyond float32, or one that rounds to 0 there, must be refused for
+    float32 queries and keys even when q * scale does not overflow)."""
+    q = np.ones((3, 4))
+    with raises_naming(ValueError, "k", "(..., m, 4)", "to match q of shape (3, 4)"):
+        attention_weights(q, np.ones((5, 3)))
+    with pytest.raises(ValueError, match=r"^q and k have width k = 0 \(q of shape \(3, 0\)\), so the default "
+                                         r"scale 1/sqrt\(k\) is undefined"):
+        attention_weights(np.ones((3, 0)), np.ones((5, 0)))
+    f32 = np.float32
+    for scale in (1e39, 1e-46):
+        with raises_naming(ValueError, "scale", "float32"):
+            attention_weights(np.zeros((2, 3), f32), np.ones((4, 3), f32), scale=scale)
+        with raises_naming(ValueError, "scale", "float32"):
+            attention(np.zeros((2, 3), f32), np.ones((4, 3), f32), np.ones((4, 1), f32), scale=scale)
+
+
+def test_float32_queries_with_float64_keys_are_computed_in_float64():
+    """The scores of float32 queries and float64 keys are float64 (result_type(q, k)) and computed
+    in float64: the weights match a float64 loop to 1e-12.  Kills, in _prepare,
+    ``np.result_type(q, k)`` -> ``np.result_type(q)`` (float32 weights) and
+    ``compute_dtype(q, k)`` -> ``compute_dtype(q)`` (keys rounded to float32 first)."""
+    rng = np.random.default_rng(18)
+    q = rng.normal(size=(3, 4)).astype(np.float32)
+    k = rng.normal(size=(5, 4))
+    a = attention_weights(q, k)
+    assert a.dtype == np.float64
+    for i in range(3):
+        scores = [sum(float(q[i, t]) * k[j, t] for t in range(4)) / 2.0 for j in range(5)]
+        np.testing.assert_allclose(a[i], softmax_loop(scores, [True] * 5), rtol=1e-12)
