@@ -862,3 +862,111 @@ def test_float32_queries_with_float64_keys_are_computed_in_float64():
     for i in range(3):
         scores = [sum(float(q[i, t]) * k[j, t] for t in range(4)) / 2.0 for j in range(5)]
         np.testing.assert_allclose(a[i], softmax_loop(scores, [True] * 5), rtol=1e-12)
+
+
+# ------------------------------------------------------------------ attention: dtypes, gains, routes
+
+
+def test_attention_works_in_the_widest_dtype_of_q_k_and_v():
+    """float32 q and k with float64 v, and float64 q and k with float32 v: the result is float64
+    and computed in float64 (matches a float64 loop to 1e-12).  Kills, in attention,
+    ``np.result_type(dtype, v)`` with either argument dropped and ``compute_dtype(q, v)`` with
+    either argument dropped."""
+    rng = np.random.default_rng(19)
+    for dq, dv in ((np.float32, np.float64), (np.float64, np.float32)):
+        q, k, v = rng.normal(size=(3, 4)).astype(dq), rng.normal(size=(5, 4)).astype(dq), rng.normal(size=(5, 2)).astype(dv)
+        got = attention(q, k, v)
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, attention_by_loops(q.astype(float), k.astype(float), v.astype(float)), rtol=1e-12)
+
+
+def test_a_float64_bias_acts_as_its_rounding_in_attention_too():
+    """As in attention_weights: float32 q, k, v and the float64 bias 2**-18 + 2**-44 give the bits of
+    the bias rounded to float32 (the tie 64 + 2**-18 rounds to 64).  Kills
+    ``a.astype(work, copy=False)`` -> ``a.astype(None, copy=False)`` for the bias and reweight."""
+    f32 = np.float32
+    q, k, v = np.array([[64.0]], f32), np.array([[1.0], [1.0]], f32), np.array([[1.0], [0.0]], f32)
+    bias = np.array([[2.0**-18 + 2.0**-44, 0.0]])
+    out = attention(q, k, v, bias=bias, scale=1.0)
+    assert np.array_equal(out, attention(q, k, v, bias=bias.astype(f32), scale=1.0))
+    assert np.array_equal(out, np.array([[0.5]], f32))
+
+
+def test_values_of_width_zero_warn_nothing():
+    """v of shape (m, 0): the result is (n, 0) for every normalisation (softmax used to raise
+    ZeroDivisionError: the fused product's row count was out_b.size // 0, fixed with this test);
+    the scores, large here (e**400 overflows), are still shifted, so no overflow warning escapes.
+    Kills ``shift, gain, rescue = True, 0, 0`` -> ``False, 0, 0`` (unshifted exponentials when the
+    route plan is skipped)."""
+    import warnings
+
+    q, k = np.full((2, 1), 20.0), np.full((3, 1), 20.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert attention(q, k, np.zeros((3, 0)), scale=1.0).shape == (2, 0)
+        for normalize in ("l2", "relu2", "none"):
+            assert attention(q[:, :0], k[:, :0], np.zeros((3, 0)), scale=1.0, normalize=normalize).shape == (2, 0)
+        assert attention(q, k, np.zeros((3, 0)), scale=1.0, normalize="l2").shape == (2, 0)
+        assert attention(np.ones((4, 2, 1)), np.ones((4, 3, 1)), np.zeros((4, 3, 0))).shape == (4, 2, 0)
+
+
+def test_a_tiny_reweight_keeps_its_products_normal():
+    """Scores near -40 and a reweight of 1e-20 (float32): e**s * reweight ~ 4e-38 is near the smallest
+    normal float, so on the unshifted route the reweight is multiplied by 2**58 first; the answer
+    is exact to float32 rounding.  Kills ``if gain and reweight is not None`` -> ``is None`` (the
+    power then goes to v, after the products were formed) and ``log_vmin = -math.inf`` ->
+    ``+math.inf`` with a reweight (the power is dropped)."""
+    f32 = np.float32
+    r = math.sqrt(40.0)
+    q, k = np.array([[r]], f32), np.array([[-r], [-r * 0.99]], f32)
+    v, reweight = np.array([[1e-3], [2e-3]], f32), np.array([[1e-20, 1e-20]])
+    s = np.array([float(q[0, 0]) * float(k[0, 0]), float(q[0, 0]) * float(k[1, 0])])
+    w = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+    want = (w * float(f32(1e-20))) @ v.astype(np.float64)
+    np.testing.assert_allclose(attention(q, k, v, reweight=reweight, scale=1.0)[0], want, rtol=1e-6)
+
+
+def test_values_with_a_zero_take_the_unshifted_route_with_its_power_of_two():
+    """A zero among the values (min |v| = 0) keeps the power 2**g on the unshifted route: v is
+    multiplied by it.  The answer matches a loop.  Kills ``v = np.ldexp(v, gain)`` -> None,
+    ``np.ldexp(None, gain)``, ``np.ldexp(v, None)``, ``np.ldexp(v)``, ``np.ldexp(gain)``."""
+    rng = np.random.default_rng(20)
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
+    v[2, 1] = 0.0
+    for normalize in ("softmax", "l2"):
+        np.testing.assert_allclose(attention(q, k, v, normalize=normalize),
+                                   attention_weights(q, k, normalize=normalize) @ v, rtol=1e-12)
+
+
+def test_causal_with_a_mask_that_starts_late(monkeypatch):
+    """causal=True with a mask whose first kept key is 2: each block computes keys 2:hi, and inside
+    it the keys after each query are set to -inf from column first - lo.  Kills
+    ``scores[..., first - lo:]`` -> ``first + lo``."""
+    monkeypatch.setattr(module, "BLOCK_BYTES", 2 * 6 * 8)  # 2 rows per block
+    rng = np.random.default_rng(21)
+    q, k, v = rng.normal(size=(6, 3)), rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+    mask = np.zeros((6, 6), bool)
+    mask[:, 2:] = True
+    np.testing.assert_allclose(attention(q, k, v, mask=mask, causal=True),
+                               attention_by_loops(q, k, v, mask=mask, causal=True), rtol=1e-12, atol=1e-14)
+
+
+def test_causal_attention_cuts_the_rows_into_blocks(monkeypatch):
+    """With causal=True (or a mask) 200 query rows are cut into blocks of SKIP_MIN_ROWS = 64 rows,
+    ceil(200 / 64) = 4 blocks, so that later blocks skip the keys no row of theirs may attend;
+    without either, one block.  Kills the ``causal or mask is not None`` argument of
+    _block_layout mutated (``and``, ``mask is None``, dropped to False)."""
+    calls = []
+    real = module._rows
+
+    def counting(a, start, stop, n):
+        calls.append((start, stop))
+        return real(a, start, stop, n)
+
+    monkeypatch.setattr(module, "_rows", counting)
+    rng = np.random.default_rng(22)
+    q, k, v = rng.normal(size=(200, 2)), rng.normal(size=(200, 2)), rng.normal(size=(200, 1))
+    for kwargs, blocks in (({"causal": True}, 4), ({"mask": np.ones((200, 200), bool)}, 4), ({}, 1)):
+        calls.clear()
+        attention(q, k, v, **kwargs)
+        assert len(set(calls)) == blocks, (kwargs, sorted(set(calls)))
