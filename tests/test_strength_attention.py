@@ -895,12 +895,12 @@ def test_a_float64_bias_acts_as_its_rounding_in_attention_too():
 def test_values_of_width_zero_warn_nothing():
     """v of shape (m, 0): the result is (n, 0) for every normalisation (softmax used to raise
     ZeroDivisionError: the fused product's row count was out_b.size // 0, fixed with this test);
-    the scores, large here (e**400 overflows), are still shifted, so no overflow warning escapes.
+    the scores, large here (e**900 overflows), are still shifted, so no overflow warning escapes.
     Kills ``shift, gain, rescue = True, 0, 0`` -> ``False, 0, 0`` (unshifted exponentials when the
     route plan is skipped)."""
     import warnings
 
-    q, k = np.full((2, 1), 20.0), np.full((3, 1), 20.0)
+    q, k = np.full((2, 1), 30.0), np.full((3, 1), 30.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert attention(q, k, np.zeros((3, 0)), scale=1.0).shape == (2, 0)
@@ -970,3 +970,46 @@ def test_causal_attention_cuts_the_rows_into_blocks(monkeypatch):
         calls.clear()
         attention(q, k, v, **kwargs)
         assert len(set(calls)) == blocks, (kwargs, sorted(set(calls)))
+
+
+def test_prepare_names_the_mask_and_the_bias():
+    """Kills, in _prepare: the targets "the scores (..., n, m)" of the mask and bias checks dropped
+    or mangled; the bias's name mangled ("XXbiasXX", "BIAS", None) in as_float_array and
+    check_fits; ``finite="-inf"`` -> None (NaN in the bias accepted); check_fits without the
+    dtype; the message of a q * scale overflow dropped, and its RuntimeWarning let out."""
+    import warnings
+
+    q, k = np.ones((3, 4)), np.ones((5, 4))
+    with raises_naming(ValueError, "mask", "(3, 4)", "of the scores (..., n, m), (3, 5)"):
+        attention_weights(q, k, mask=np.ones((3, 4), bool))
+    with raises_naming(ValueError, "bias", "(2, 5)", "of the scores (..., n, m), (3, 5)"):
+        attention_weights(q, k, bias=np.ones((2, 5)))
+    with raises_naming(TypeError, "bias"):
+        attention_weights(q, k, bias=np.ones((3, 5)) > 0)
+    with raises_naming(ValueError, "bias", "NaN"):
+        attention_weights(q, k, bias=np.full((3, 5), np.nan))
+    f32 = np.float32
+    with raises_naming(ValueError, "bias", "float32"):
+        attention_weights(q.astype(f32), k.astype(f32), bias=np.full((3, 5), 1e39))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"^q \* scale overflows float32 \(scale = 100"):
+            attention_weights(np.full((1, 2), 1e37, f32), np.ones((1, 2), f32), scale=100.0)
+
+
+def test_one_key_takes_the_unshifted_route_too(monkeypatch):
+    """One key is not a special case of the route plan: ordinary inputs take the unshifted route
+    (watched where the fused softmax computes its numerators).  Kills ``and m > 0 and v.size``
+    -> ``m > 1`` in attention (the plan skipped for one key)."""
+    seen = []
+    real = module._shifted_exp_inplace
+
+    def watching(z, *args, **kwargs):
+        seen.append(kwargs.get("shift", True))
+        return real(z, *args, **kwargs)
+
+    monkeypatch.setattr(module, "_shifted_exp_inplace", watching)
+    rng = np.random.default_rng(23)
+    out = attention(rng.normal(size=(3, 4)), rng.normal(size=(1, 4)), np.array([[0.5, -2.0]]))
+    np.testing.assert_allclose(out, np.tile([[0.5, -2.0]], (3, 1)), rtol=1e-15)
+    assert seen == [False]
