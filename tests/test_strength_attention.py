@@ -1013,3 +1013,31 @@ def test_one_key_takes_the_unshifted_route_too(monkeypatch):
     out = attention(rng.normal(size=(3, 4)), rng.normal(size=(1, 4)), np.array([[0.5, -2.0]]))
     np.testing.assert_allclose(out, np.tile([[0.5, -2.0]], (3, 1)), rtol=1e-15)
     assert seen == [False]
+
+
+@pytest.mark.parametrize("normalize, bound, reweight, shift", [
+    ("l2", 43.6, None, True),  # e**2B = e**87.2: the l2 squares need 2B <= -ln T - 1 = 86.3, so shifted
+    ("softmax", 43.3, np.ones((1, 1)), False),  # B + g ln 2 = 86.97 <= ln max - 1 with max|v| max|reweight| = 1
+])
+def test_the_route_at_the_edges_of_the_rule(monkeypatch, normalize, bound, reweight, shift):
+    """One float32 key with the score bound B near 43.5, where attention's rule decides (see
+    test_the_route_plan_is_the_documented_rule): attention passes the rule the normalisation and
+    log(max|v| max|reweight|) = 0 here, and takes the route it returns (watched where the
+    numerators are computed).  Kills ``_plan(..., normalize, work)`` -> ``_plan(..., None, work)``
+    (the l2 conditions skipped) and, with a reweight, ``max(log_values, 0.0)`` -> ``max(log_values, 1.0)``
+    (a max |v| below e counted as e: shifted)."""
+    seen = []
+    real = module._numerators_inplace
+
+    def watching(z, kind, **kwargs):
+        seen.append(kwargs.get("shift", True))
+        return real(z, kind, **kwargs)
+
+    monkeypatch.setattr(module, "_numerators_inplace", watching)
+    f32 = np.float32
+    root = math.sqrt(bound)
+    q, k, v = np.array([[root]], f32), np.array([[root]], f32), np.ones((1, 1), f32)
+    assert abs(module._log_score_bound(q, k, None) - math.log(bound)) < 1e-5
+    out = attention(q, k, v, normalize=normalize, reweight=reweight, scale=1.0)
+    assert out[0, 0] == 1.0
+    assert seen == [shift]
