@@ -454,7 +454,7 @@ def attention(
                 scores, normalize, mask=mask_b, shift=shift, temperature=temperature)
         if reweight_b is not None:
             numerators *= reweight_b
-        product = out_b if not fused else wide[: out_b.size // out_b.shape[-1] * v.shape[-1]].reshape(
+        product = out_b if not fused else wide[: math.prod(out_b.shape[:-1]) * v.shape[-1]].reshape(
             out_b.shape[:-1] + (v.shape[-1],))  # (..., rows, v) or (..., rows, v+1)
         with np.errstate(over="ignore", invalid="ignore"):
             np.matmul(numerators, v_b, out=product)
