@@ -1041,3 +1041,18 @@ def test_the_route_at_the_edges_of_the_rule(monkeypatch, normalize, bound, rewei
     out = attention(q, k, v, normalize=normalize, reweight=reweight, scale=1.0)
     assert out[0, 0] == 1.0
     assert seen == [shift]
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps,
+                    reason="long double is float64 on this platform")
+def test_long_double_input_works_and_stays_long_double():
+    """long double's largest and smallest normal numbers are beyond a Python float (float(tiny)
+    is 0), so attention's range limits are taken in the dtype itself; taking them through a
+    Python float made every long double call fail with "math domain error"."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((4, 3)) for _ in range(3))
+    out = attention(*(a.astype(np.longdouble) for a in (q, k, v)))
+    assert out.dtype == np.longdouble
+    s = q @ k.T / np.sqrt(3.0)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(out.astype(np.float64), (e / e.sum(axis=-1, keepdims=True)) @ v, rtol=1e-13)
