@@ -454,7 +454,7 @@ def attention(
                 scores, normalize, mask=mask_b, shift=shift, temperature=temperature)
         if reweight_b is not None:
             numerators *= reweight_b
-        product = out_b if not fused else wide[: out_b.size // out_b.shape[-1] * v.shape[-1]].reshape(
+        product = out_b if not fused else wide[: math.prod(out_b.shape[:-1]) * v.shape[-1]].reshape(
             out_b.shape[:-1] + (v.shape[-1],))  # (..., rows, v) or (..., rows, v+1)
         with np.errstate(over="ignore", invalid="ignore"):
             np.matmul(numerators, v_b, out=product)
@@ -535,7 +535,8 @@ def _part(a, *, batch, outer, heads):
 def _limits(dtype):
     """``(log max, log tiny, eps)`` of a floating dtype, as Python floats (constants, cached)."""
     info = np.finfo(dtype)
-    return math.log(float(info.max)), math.log(float(info.tiny)), float(info.eps)
+    # the logs are taken in the dtype itself: long double's max and tiny are beyond a Python float
+    return float(np.log(info.max)), float(np.log(info.tiny)), float(info.eps)
 
 
 def _log(a):
@@ -594,10 +595,16 @@ def _fit_scores(q, k, bias, log_bound):
 
     When the bound ``B`` on the scores comes within a factor ``e**2`` of the
     largest float, ``q`` and ``bias`` are divided by a power of two ``2**j``
-    (exactly, up to the underflow of entries ``2**-j`` times smaller than
-    ``B``, whose effect on the scores is below their rounding error) and
-    ``2**-j`` is returned as the temperature by which the normalisation divides
-    them again, after the shift by the row maximum.
+    (exactly, unless an entry of ``q`` underflows) and ``2**-j`` is returned as
+    the temperature by which the normalisation divides them again, after the
+    shift by the row maximum.
+
+    Known limitation (open): ``B`` is the Cauchy-Schwarz bound, and the actual
+    scores can be far below it; an entry of ``q`` that underflows when divided
+    by ``2**j`` can then carry a score that matters.  In float32,
+    ``q = [[1e19, 3 * 2**-108]]`` with ``k = [[0, 2**106], [0, -2**106]]`` and
+    ``scale=1`` has scores ``+-0.75`` and weights ``(0.82, 0.18)``, but the
+    second entry of ``q`` underflows and the weights come out ``(0.5, 0.5)``.
     """
     log_max = _limits(q.dtype)[0]
     if log_bound <= log_max - 2 or log_bound == math.inf:  # inf: an infinite q or k, for validation

@@ -303,7 +303,9 @@ def _standardize(x, axes, eps, *, centre=True):
     """
     work = compute_dtype(x)  # float16 accumulates in float32
     x = x.astype(work, copy=False)
-    top = np.max(np.abs(x), axis=axes, keepdims=True, initial=0)  # one per group
+    if x.size == 0:  # no groups, or groups without entries: nothing to normalise (and no mean of nothing)
+        return x.copy()
+    top = np.max(np.abs(x), axis=axes, keepdims=True)  # one per group
     p = np.frexp(top)[1]  # top < 2**p (p = 0 for an all-zero group)
     y = np.ldexp(x, -p)  # |y| < 1 and max |y| >= 1/2 unless the group is 0
     if centre:

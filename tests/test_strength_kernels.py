@@ -444,3 +444,16 @@ def test_linear_attention_weights_batch_error_names_q_and_k(shapes):
     message = f"batch axes do not broadcast: q {q.shape}, k {k.shape}"
     with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
         linear_attention_weights(q, k, phi)
+
+
+def test_weights_whose_scores_overflow_to_nan_are_an_error_and_warn_nothing():
+    """Features of mixed sign whose products overflow float32 to +inf and -inf: their sum is
+    inf - inf = nan (IEEE invalid).  The weights refuse it with the normaliser's ValueError and
+    let no RuntimeWarning escape.  Kills, in linear_attention_weights, np.errstate(over="ignore",
+    invalid="ignore") => invalid=None or invalid dropped (numpy's default, "warn")."""
+    q = np.array([[1e20, 1e20]], np.float32)
+    k = np.array([[1e20, -1e20]], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"normaliser of linear attention\) overflows float32"):
+            linear_attention_weights(q, k, lambda x: x)
