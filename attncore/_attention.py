@@ -535,8 +535,13 @@ def _part(a, *, batch, outer, heads):
 def _limits(dtype):
     """``(log max, log tiny, eps)`` of a floating dtype, as Python floats (constants, cached)."""
     info = np.finfo(dtype)
-    # the logs are taken in the dtype itself: long double's max and tiny are beyond a Python float
-    return float(np.log(info.max)), float(np.log(info.tiny)), float(info.eps)
+    return _log_beyond_float(info.max), _log_beyond_float(info.tiny), float(info.eps)
+
+
+def _log_beyond_float(a):
+    """``log(a) > -inf`` as a Python float, also for long double's extremes (inf or 0 as a float)."""
+    f = float(a)
+    return math.log(f) if 0 < f < math.inf else float(np.log(a))
 
 
 def _log(a):
