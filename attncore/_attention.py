@@ -531,9 +531,13 @@ def _part(a, *, batch, outer, heads):
     return a[tuple(index)]
 
 
-@functools.lru_cache(maxsize=None)
 def _limits(dtype):
-    """``(log max, log tiny, eps)`` of a floating dtype, as Python floats (constants, cached)."""
+    """``(log max, log tiny, eps)`` of a floating dtype, as Python floats.
+
+    Not cached: numpy caches ``finfo``, two logarithms cost a microsecond, and a
+    cache would hide a wrong limit from the tests that run after the first call
+    (mutation testing found every mutant of these lines alive behind one).
+    """
     info = np.finfo(dtype)
     return _log_beyond_float(info.max), _log_beyond_float(info.tiny), float(info.eps)
 
