@@ -14,7 +14,6 @@ import pytest
 from attncore import (
     attention,
     attention_weights,
-    causal_mask,
     merge_heads,
     multi_head_attention,
     split_heads,
