@@ -6,6 +6,7 @@ Each test says which mutants it kills, by the change they make (mutmut's numbers
 import math
 import re
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -13,7 +14,6 @@ import pytest
 from attncore import (
     attention,
     attention_weights,
-    causal_mask,
     merge_heads,
     multi_head_attention,
     split_heads,
@@ -1056,3 +1056,19 @@ def test_long_double_input_works_and_stays_long_double():
     s = q @ k.T / np.sqrt(3.0)
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     np.testing.assert_allclose(out.astype(np.float64), (e / e.sum(axis=-1, keepdims=True)) @ v, rtol=1e-13)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps,
+                    reason="long double is float64 on this platform")
+def test_long_double_scores_beyond_its_largest_number_are_rescaled():
+    """|q| |k| = 1e4940 is beyond long double's largest number (about 1.19e4932): attention rescales
+    the queries, as for any dtype, and the weights are the limit (1, 0). That needs the logarithm of
+    long double's largest number, which is inf as a Python float: kills taking math.log of the
+    float there (0 < f <= inf), which made the bound look safe and the scores overflow."""
+    big = np.longdouble("1e2470")
+    q = np.array([[big]], dtype=np.longdouble)
+    k = np.array([[big], [-big]], dtype=np.longdouble)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        w = attention_weights(q, k, scale=1.0)
+    assert w.dtype == np.longdouble and w.tolist() == [[1.0, 0.0]]
