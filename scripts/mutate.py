@@ -23,17 +23,21 @@ Usage::
     python scripts/mutate.py --rerun-survivors   # after adding tests: rerun only the mutants
                                                  # that survived in mutants/ (keeps the full
                                                  # run's time and scores as "before")
+    python scripts/mutate.py --continue _attention _probe   # run only the mutants that the
+                                                 # results list as not run (a stopped run, or a
+                                                 # module never run) and merge them in
     python scripts/mutate.py --max-children 2
     python scripts/mutate.py --modules _norms _block   # run only these modules' mutants
                                                  # (keeps mutants/ and the other modules' results;
                                                  # `make mutate MODULES="_norms _block"`)
 
 Every module's entry in the results records when and how its mutants were last
-run (``run``: date, mode, minutes of the mmutmut invocation that ran them), so a
+run (``run``: date, mode, minutes of the mutmut invocation that ran them), so a
 report merged from several runs says which numbers are current.
 
 Run it under ``nice``: it keeps ``--max-children`` processes busy for the
-better part of an hour per large module on a 2-core machine (about 25 mutants a minute).
+better part of an hour per large module on a 2-core machine (about 25 mutants a minute, and
+about 3 a minute for the mutants that thousands of tests reach).
 """
 
 from __future__ import annotations
@@ -86,6 +90,30 @@ def function_starts(path):
 
     visit(tree.body)
     return starts
+
+
+def changed_functions(module, rev):
+    """Functions of ``attncore/<module>.py`` (named as mutmut names them) whose code differs
+    from revision ``rev`` (git), or that are new: their mutants have never been run as they are."""
+    def functions(text):
+        found = {}
+
+        def visit(body, cls=None):
+            for node in body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    key = f"x\u01c1{cls}\u01c1{node.name}" if cls else f"x_{node.name}"
+                    found[key] = ast.dump(node)  # no line numbers: a moved function is unchanged
+                elif isinstance(node, ast.ClassDef) and cls is None:
+                    visit(node.body, node.name)
+
+        visit(ast.parse(text).body)
+        return found
+
+    path = f"attncore/{module}.py"
+    old = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True, cwd=ROOT)
+    before = functions(old.stdout) if old.returncode == 0 else {}
+    now = functions((ROOT / path).read_text())
+    return sorted(k for k, v in now.items() if before.get(k) != v)
 
 
 def locate(diff, source_lines, span):
@@ -168,19 +196,22 @@ def collect():
     return modules, survivors
 
 
-def merge_rerun(fresh, fresh_survivors, prev, prev_survivors):
+def merge_rerun(fresh, fresh_survivors, prev, prev_survivors, renewed=()):
     """One module's results after its survivors were run again, merged with the run before.
 
     mutmut forgets the results of every mutant whose tests changed, so after a rerun of the
     survivors the mutants that the earlier run killed read "not run".  New tests are only
     added, so what the earlier run killed stays killed: a mutant that is "not run" now keeps
     its earlier status (killed or timed out if the earlier run did not list it; equivalent or
-    not run if it did), and a rerun mutant takes its new status.
+    not run if it did), and a rerun mutant takes its new status.  A mutant of a function in
+    ``renewed`` (changed since the earlier run) has no earlier status: not run is not run.
     """
     before = {s["mutant"]: s for s in prev_survivors}
     kept, earlier_kills = [], 0
     for s in fresh_survivors:
         if s["status"] != "not run":
+            kept.append(s)
+        elif s["mutant"].split("__mutmut_")[0] in renewed:
             kept.append(s)
         elif s["mutant"] in before:
             kept.append(before[s["mutant"]])
@@ -259,7 +290,7 @@ def markdown(r):
     for i, (date, mode, minutes) in enumerate(runs, 1):
         names = [f"`{k}`" for k, m in r["modules"].items()
                  if (date, mode, minutes) in [key(x) for x in chain(m["run"])]]
-        out.append(f"{i}. {date}: {MODES[mode]}, {'time not measured' if minutes is None else f'{minutes:.0f} minutes'}"
+        out.append(f"{i}. {date}: {MODES[mode]}, {'time not measured' if minutes is None else f'{minutes:.0f} minute' + ('' if round(minutes) == 1 else 's')}"
                    f" ({', '.join(names)}).")
     missing = sorted(set(p.stem for p in (ROOT / "attncore").glob("_*.py") if not p.stem.startswith("__")) - set(r["modules"]))
     if missing:
@@ -312,7 +343,7 @@ MODES = {"full": "all mutants of the package, from scratch", "modules": "all mut
          "rerun": "the previous survivors of the modules named, run again against the current tests",
          "imported": "carried over from an earlier results file",
          "continued": "an earlier stopped run of these modules, continued over the mutants that it "
-                      "had not reached (stopped again for time)"}
+                      "had not reached"}
 
 
 def main():
@@ -324,6 +355,19 @@ def main():
     ap.add_argument("--rerun-survivors", nargs="*", metavar="MODULE", default=None,
                     help="rerun only the mutants that survived the last run (after adding tests), "
                          "in the given modules (all by default)")
+    ap.add_argument("--continue", dest="resume", nargs="+", metavar="MODULE", default=None,
+                    help="run only the mutants of these modules that bench/mutation.json lists as not "
+                         "run (all of a module it does not list) and merge them into its results")
+    ap.add_argument("--changed-since", metavar="REV", default=None,
+                    help="with --rerun-survivors: also run every mutant of the functions whose code "
+                         "changed since git revision REV (the commit the earlier results were measured "
+                         "at), whose earlier results no longer apply")
+    ap.add_argument("--skip-changed", nargs="+", metavar="FUNCTION", default=(),
+                    help="with --changed-since: changed functions (as mutmut names them, e.g. x_attention) "
+                         "whose mutants are not run now; they count as not run, not with their old verdicts")
+    ap.add_argument("--no-run", action="store_true",
+                    help="with --continue or --rerun-survivors: do not start mutmut, merge the results "
+                         "that a stopped run of the same kind left in mutants/")
     ap.add_argument("--max-children", type=int, default=2)
     args = ap.parse_args()
     os.chdir(ROOT)
@@ -331,11 +375,26 @@ def main():
     prev_modules = {k: v for k, v in previous.get("modules", {}).items() if "run" in v}
     mutmut = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(args.max_children)]
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    renewed = set()  # functions changed since the earlier results (--changed-since)
     if args.rerun_survivors is not None:
         mode, touched = "rerun", set(args.rerun_survivors or prev_modules)
         names = [s["mutant"] for s in previous.get("survivors", [])
                  if Path(s["file"]).stem in touched and s["status"] == "survived"]
+        if args.changed_since:
+            for module in sorted(touched):
+                changed = changed_functions(module, args.changed_since)
+                print(f"{module}: functions changed since {args.changed_since}: {', '.join(changed) or 'none'}")
+                names += [f"attncore.{module}.{f}__mutmut_*" for f in changed if f not in args.skip_changed]
+                renewed |= {f"attncore.{module}.{f}" for f in changed}
+            # a skipped changed function's earlier survivors are numbered as in the old code: not run either
+            names = [n for n in names if not (n.split("__mutmut_")[0] in renewed
+                                              and n.split("__mutmut_")[0].split(".")[-1] in args.skip_changed)]
         touched = {n.split(".")[1] for n in names}  # a module without survivors keeps its run
+    elif args.resume:
+        mode, touched = "continued", set(args.resume)
+        names = [s["mutant"] for s in previous.get("survivors", [])
+                 if Path(s["file"]).stem in touched and s["status"] == "not run"]
+        names += [f"attncore.{m}.*" for m in sorted(touched - set(prev_modules))]
     elif args.modules:
         mode, touched = "modules", set(args.modules)
         names = [f"attncore.{m}.*" for m in sorted(touched)]
@@ -345,7 +404,7 @@ def main():
     else:
         mode, touched, names = None, set(), []
     minutes = None
-    if mode and (names or mode == "full"):
+    if mode and (names or mode == "full") and not args.no_run:
         start = time.monotonic()
         # CI=1: the derandomized hypothesis profile of tests/conftest.py, so that a mutant's verdict
         # does not depend on which random examples a run happened to draw
@@ -361,12 +420,25 @@ def main():
         if name in touched and name in fresh:
             m = fresh[name]
             m["run"] = {"date": now, "mode": mode, "minutes": minutes}
+            if mode == "continued" and name in prev_modules:
+                # the mutants run now take their new status; the rest keep the earlier run's
+                m["run"] = {**m["run"], "first": prev_modules[name]["run"]}
+                if prev_modules[name].get("before") is not None:
+                    m["before"] = prev_modules[name]["before"]
+                mine = [s for s in fresh_survivors if Path(s["file"]).stem == name]
+                theirs = [s for s in previous.get("survivors", []) if Path(s["file"]).stem == name]
+                m, kept = merge_rerun(m, mine, prev_modules[name], theirs)
+                modules[name] = m
+                survivors += kept
+                continue
+            if mode == "continued":
+                m["run"]["mode"] = "modules"  # a module not run before: all its mutants, from scratch
             if mode == "rerun":
                 m["run"] = {**m["run"], "first": prev_modules.get(name, {}).get("run")}
                 m["before"] = prev_modules.get(name, {}).get("before", prev_modules.get(name, {}).get("score"))
                 mine = [s for s in fresh_survivors if Path(s["file"]).stem == name]
                 theirs = [s for s in previous.get("survivors", []) if Path(s["file"]).stem == name]
-                m, kept = merge_rerun(m, mine, prev_modules.get(name, {}), theirs)
+                m, kept = merge_rerun(m, mine, prev_modules.get(name, {}), theirs, renewed)
                 modules[name] = m
                 survivors += kept
                 continue
