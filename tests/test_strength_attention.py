@@ -549,12 +549,9 @@ def test_values_near_the_largest_float_average_without_overflow(normalize, rewei
     np.testing.assert_allclose(got[0], want, rtol=1e-6)
 
 
-def test_each_block_of_rows_and_heads_is_computed_once(monkeypatch):
-    """attention computes ceil(n / rows) blocks of query rows per group of heads, each once
-    (_rows is called for the mask, bias and reweight of every block).  Kills, in attention,
-    ``range(0, n, rows)`` -> ``range(0, n)`` and ``range(0, heads_total, group)`` ->
-    ``range(0, heads_total)`` (overlapping blocks: the same rows or heads computed again and
-    again) and ``heads_total = ... else 1`` -> ``else 2`` (without batch axes, every block twice)."""
+def spy_blocks(monkeypatch):
+    """The ``(start, stop)`` of every block of query rows attention computes, as it computes them
+    (``_rows`` is called once per block for each of mask, bias and reweight)."""
     calls = []
     real = module._rows
 
@@ -563,6 +560,16 @@ def test_each_block_of_rows_and_heads_is_computed_once(monkeypatch):
         return real(a, start, stop, n)
 
     monkeypatch.setattr(module, "_rows", counting)
+    return calls
+
+
+def test_each_block_of_rows_and_heads_is_computed_once(monkeypatch):
+    """attention computes ceil(n / rows) blocks of query rows per group of heads, each once
+    (_rows is called for the mask, bias and reweight of every block).  Kills, in attention,
+    ``range(0, n, rows)`` -> ``range(0, n)`` and ``range(0, heads_total, group)`` ->
+    ``range(0, heads_total)`` (overlapping blocks: the same rows or heads computed again and
+    again) and ``heads_total = ... else 1`` -> ``else 2`` (without batch axes, every block twice)."""
+    calls = spy_blocks(monkeypatch)
     rng = np.random.default_rng(8)
     monkeypatch.setattr(module, "BLOCK_BYTES", 3 * 5 * 8)  # 3 float64 rows of 5 scores
     q, k, v = rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
@@ -956,14 +963,7 @@ def test_causal_attention_cuts_the_rows_into_blocks(monkeypatch):
     ceil(200 / 64) = 4 blocks, so that later blocks skip the keys no row of theirs may attend;
     without either, one block.  Kills the ``causal or mask is not None`` argument of
     _block_layout mutated (``and``, ``mask is None``, dropped to False)."""
-    calls = []
-    real = module._rows
-
-    def counting(a, start, stop, n):
-        calls.append((start, stop))
-        return real(a, start, stop, n)
-
-    monkeypatch.setattr(module, "_rows", counting)
+    calls = spy_blocks(monkeypatch)
     rng = np.random.default_rng(22)
     q, k, v = rng.normal(size=(200, 2)), rng.normal(size=(200, 2)), rng.normal(size=(200, 1))
     for kwargs, blocks in (({"causal": True}, 4), ({"mask": np.ones((200, 200), bool)}, 4), ({}, 1)):
