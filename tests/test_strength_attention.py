@@ -549,6 +549,20 @@ def test_values_near_the_largest_float_average_without_overflow(normalize, rewei
     np.testing.assert_allclose(got[0], want, rtol=1e-6)
 
 
+def spy_shift(monkeypatch):
+    """Whether each call of _numerators_inplace (the non-fused numerators) was asked to shift
+    by the row maximum, in call order."""
+    seen = []
+    real = module._numerators_inplace
+
+    def watching(z, kind, **kwargs):
+        seen.append(kwargs.get("shift", True))
+        return real(z, kind, **kwargs)
+
+    monkeypatch.setattr(module, "_numerators_inplace", watching)
+    return seen
+
+
 def spy_blocks(monkeypatch):
     """The ``(start, stop)`` of every block of query rows attention computes, as it computes them
     (``_rows`` is called once per block for each of mask, bias and reweight)."""
@@ -658,14 +672,7 @@ def test_ordinary_inputs_take_the_unshifted_route(monkeypatch, normalize, reweig
     route (no subtraction of the row maximum, two passes fewer); attention must then take it, for
     l2 and for softmax with a reweight too (their numerators are computed by _numerators_inplace,
     which is watched here).  Kills ``shift=shift`` dropped from that call (always shifted)."""
-    seen = []
-    real = module._numerators_inplace
-
-    def watching(z, kind, **kwargs):
-        seen.append(kwargs.get("shift", True))
-        return real(z, kind, **kwargs)
-
-    monkeypatch.setattr(module, "_numerators_inplace", watching)
+    seen = spy_shift(monkeypatch)
     rng = np.random.default_rng(10)
     q, k, v = rng.normal(size=(8, 4)), rng.normal(size=(8, 4)), rng.normal(size=(8, 2))
     attention(q, k, v, normalize=normalize, reweight=reweight)
@@ -1026,14 +1033,7 @@ def test_the_route_at_the_edges_of_the_rule(monkeypatch, normalize, bound, rewei
     numerators are computed).  Kills ``_plan(..., normalize, work)`` -> ``_plan(..., None, work)``
     (the l2 conditions skipped) and, with a reweight, ``max(log_values, 0.0)`` -> ``max(log_values, 1.0)``
     (a max |v| below e counted as e: shifted)."""
-    seen = []
-    real = module._numerators_inplace
-
-    def watching(z, kind, **kwargs):
-        seen.append(kwargs.get("shift", True))
-        return real(z, kind, **kwargs)
-
-    monkeypatch.setattr(module, "_numerators_inplace", watching)
+    seen = spy_shift(monkeypatch)
     f32 = np.float32
     root = math.sqrt(bound)
     q, k, v = np.array([[root]], f32), np.array([[root]], f32), np.ones((1, 1), f32)
