@@ -18,7 +18,7 @@ from attncore import (
     multi_head_attention,
     split_heads,
 )
-from strength import raises_naming
+from strength import raises_naming, traced_peak
 
 module = sys.modules["attncore._attention"]
 
@@ -199,18 +199,11 @@ def test_attention_weights_work_in_float32_for_float32_and_float16():
     (n, m) buffer (plus the float16 result), not float64.  numpy reports its buffers to
     tracemalloc.  Kills ``k.astype(q.dtype, copy=False)`` -> ``k.astype(None, copy=False)``
     (float64 keys make float64 scores: 3.1 score buffers instead of 1.1 for float32)."""
-    import tracemalloc
-
     rng = np.random.default_rng(5)
     n = 512
     for dtype, budget in ((np.float32, 1.5), (np.float16, 3.5)):  # in units of n*n*itemsize
         q, k = (rng.normal(size=(n, 16)).astype(dtype) for _ in range(2))
-        tracemalloc.start()
-        try:
-            a = attention_weights(q, k)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        a, peak = traced_peak(attention_weights, q, k)
         assert a.dtype == dtype
         assert peak < budget * n * n * np.dtype(dtype).itemsize, (dtype, peak / (n * n * np.dtype(dtype).itemsize))
 
@@ -601,17 +594,10 @@ def test_attention_without_batch_axes_allocates_one_block_of_scores():
     512 rows of 512 float32 scores (1 MiB), and nothing else of that size is allocated.  Kills
     ``_block_layout(n, m, batch[-1] if batch else 1, ...)`` -> ``else 2`` (two slices per block:
     a buffer twice as large, for a second slice that does not exist)."""
-    import tracemalloc
-
     rng = np.random.default_rng(9)
     n = 512
     q, k, v = (rng.normal(size=(n, 16)).astype(np.float32) for _ in range(3))
-    tracemalloc.start()
-    try:
-        out = attention(q, k, v)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    out, peak = traced_peak(attention, q, k, v)
     assert out.dtype == np.float32
     assert peak < 1.5 * n * n * 4, peak / (n * n * 4)
 
@@ -712,18 +698,11 @@ def test_wide_values_cost_three_outputs_of_memory_in_float32():
     denominators appended, and one block of products, each the size of the output, all float32.
     Kills ``wide = np.empty(..., dtype=work)`` with the dtype dropped or None (a float64 product
     buffer: 5 outputs of memory)."""
-    import tracemalloc
-
     rng = np.random.default_rng(12)
     n, width = 64, 4096
     q, k = (rng.normal(size=(n, 8)).astype(np.float32) for _ in range(2))
     v = rng.normal(size=(n, width)).astype(np.float32)
-    tracemalloc.start()
-    try:
-        out = attention(q, k, v)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    out, peak = traced_peak(attention, q, k, v)
     assert out.dtype == np.float32
     assert peak < 3.5 * out.nbytes, peak / out.nbytes
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attncore import softmax
-from strength import raises_naming
+from strength import raises_naming, traced_peak
 
 
 def test_bad_temperature_is_an_error_naming_temperature():
@@ -68,17 +68,10 @@ def test_softmax_works_in_the_compute_dtype_not_in_float64():
     """float32 logits are computed in float32 and float16 ones in float32 (compute_dtype), so the
     working memory is one float32 copy of the input: a float64 working copy would double it (and
     need a third copy to round the result back).  numpy reports its buffers to tracemalloc."""
-    import tracemalloc
-
     x = np.random.default_rng(0).normal(size=(64, 1024))
     for dtype, copies in ((np.float32, 1), (np.float16, 4)):  # float16: a float16 copy, float32 work, result
         xx = x.astype(dtype)
-        tracemalloc.start()
-        try:
-            y = softmax(xx)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        y, peak = traced_peak(softmax, xx)
         assert y.dtype == dtype
         assert peak < (copies + 0.5) * xx.nbytes, (dtype, peak / xx.nbytes)
 
