@@ -306,9 +306,26 @@ def attention(
     in the shifted route, so nothing underflows that the shifted route keeps
     (without ``reweight`` and with :math:`\min|V| \ge e^{B+1} T`, no product can
     underflow at all and :math:`g = 0` saves scaling :math:`V`).
-    When :math:`B` comes near :math:`M`, ``q`` and ``bias`` are divided by a
-    power of two first so that :math:`QK^\top` cannot overflow, and the shifted
-    exponent is multiplied back.  For ``"softmax"`` without ``reweight`` the
+    When :math:`B` comes within :math:`e^2` of :math:`M`, the scores are formed
+    in a wider dtype whose range holds every score of the work dtype's numbers
+    (float64 for float32 work; long double for float64 where ``finfo`` shows it
+    wider): the bias is added and the removed keys set to :math:`-\infty`
+    there, each ``"softmax"`` or ``"l2"`` row is shifted by its largest
+    remaining score, and only the shifted scores, all :math:`\le 0`, are
+    rounded to the work dtype (one below its range to :math:`-\infty`, whose
+    :math:`e^{s} = 0` is the correctly rounded value) for the shifted route.
+    This is exact to the rounding of the work dtype: nothing overflows or
+    underflows in the wide dtype, whose products and sums are rounded with a
+    smaller eps (float32 products are exact in float64), and the shift is
+    shift invariance, so the shifted scores reach the work dtype at least as
+    accurate as the ordinary path's scores are.  ``"relu2"`` and ``"none"`` are not
+    shifted (a shift changes them): their scores are rounded as they are, one
+    beyond the range to :math:`\pm\infty` where the exact :math:`e^{s}` or
+    :math:`\mathrm{relu}(s)^2/m` is beyond it too.  Only where no wider dtype
+    exists (float64 where long double is float64, and long double input) are
+    ``q`` and ``bias`` divided by a power of two instead and the shifted
+    exponent multiplied back; an entry of ``q`` that underflows there is lost
+    (see ``_fit_scores``).  For ``"softmax"`` without ``reweight`` the
     denominators :math:`D_i 2^g` are computed as one more column of the value
     product (``v`` with a column :math:`2^g` appended): the same sums, rounded
     as the product's other columns are (at most :math:`m` eps relative).
