@@ -316,12 +316,13 @@ def attention(
     :math:`e^{s} = 0` is the correctly rounded value) for the shifted route.
     This is exact to the rounding of the work dtype: nothing overflows or
     underflows in the wide dtype, whose products and sums are rounded with a
-    smaller eps (float32 products are exact in float64), and the shift is
-    shift invariance, so the shifted scores reach the work dtype at least as
-    accurate as the ordinary path's scores are.  ``"relu2"`` and ``"none"`` are not
-    shifted (a shift changes them): their scores are rounded as they are, one
-    beyond the range to :math:`\pm\infty` where the exact :math:`e^{s}` or
-    :math:`\mathrm{relu}(s)^2/m` is beyond it too.  Only where no wider dtype
+    smaller eps (float32 products are even exact in float64), and the shift
+    changes no weight (shift invariance), so the shifted scores reach the work
+    dtype at least as accurate as the ordinary path's scores.  ``"relu2"`` and
+    ``"none"`` are not shifted (a shift changes them): their scores are
+    rounded as they are, one beyond the range to :math:`\pm\infty` where the
+    exact :math:`e^{s}` or :math:`\mathrm{relu}(s)^2/m` (:math:`m < M`) is
+    beyond it too.  Only where no wider dtype
     exists (float64 where long double is float64, and long double input) are
     ``q`` and ``bias`` divided by a power of two instead and the shifted
     exponent multiplied back; an entry of ``q`` that underflows there is lost
