@@ -16,6 +16,7 @@ re-introduces the old skip-the-shift rule to show that the edge cases catch it.
 from __future__ import annotations
 
 import math
+import warnings
 
 import mpmath
 import numpy as np
@@ -663,3 +664,20 @@ def test_without_a_wider_dtype_the_documented_limitation_remains(monkeypatch):
     for dtype in (np.float32, np.float64):
         q, k = counterexample(dtype)
         assert attention_weights(q, k, scale=1.0).tolist() == [[0.5, 0.5]]
+
+
+@pytest.mark.parametrize("dtype", ROUTES)
+@pytest.mark.parametrize("normalize, reweight, fraction", [
+    ("softmax", None, 0.91), ("softmax", [[1.0, 0.5]], 0.91), ("l2", None, 0.83), ("l2", [[1.0, 0.5]], 0.91)])
+def test_an_overflowing_bound_with_values_near_the_largest_float_is_rescued(dtype, normalize, reweight, fraction):
+    """The wide route hands shifted scores to the ordinary shifted route, rescue included: the
+    numerators (1, e**-1.5) (times the reweight) times values `fraction` max sum to 1.11 max or
+    more, an overflow that the block computes again with v halved, while the answer, that sum
+    over D = 1.22 (softmax) or over ||e|| = 1.025 (l2), fits.  With a reweight the numerators
+    are formed apart from the denominators (no fused column)."""
+    q, k = counterexample(dtype)
+    v = np.full((2, 1), big(dtype) * fraction, dtype)
+    reweight = None if reweight is None else np.array(reweight, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_attention(q, k, v, example=False, scale=1.0, normalize=normalize, reweight=reweight)
