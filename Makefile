@@ -23,7 +23,7 @@ help:
 	@echo "make bench      installs torch (requirements-bench.txt), times attncore against it and its bounds:"
 	@echo "                bench/results.json, bench/tables, bench/figures, PASS/FAIL per target (a few minutes)"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
-	@echo "                slow: 3 to 25 mutants a minute on a busy 2-core machine, many hours for all ~6,000;"
+	@echo "                slow: about 30 mutants a minute on a quiet 2-core machine (3 when busy), hours for all ~6,000;"
 	@echo "                make mutate MODULES=_attention runs one module's mutants and merges the results"
 	@echo "make lab        open the notebooks in JupyterLab (options: make lab LAB_OPTS=--allow-root)"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
