@@ -148,10 +148,15 @@ def attention_weights(
         mask = ~future if mask is None else mask & ~future
     k = k.astype(q.dtype, copy=False)
     bias = None if bias is None else bias.astype(q.dtype, copy=False)
-    q, bias, temperature = _fit_scores(q, k, bias, _log_score_bound(q, k, bias))
-    scores = np.matmul(q, np.swapaxes(k, -1, -2))  # (..., n, m)
-    if bias is not None:
-        scores += bias
+    q, bias, temperature, wider = _fit_scores(q, k, bias, _log_score_bound(q, k, bias))
+    if wider is None:
+        scores = np.matmul(q, np.swapaxes(k, -1, -2))  # (..., n, m)
+        if bias is not None:
+            scores += bias
+    else:
+        scores = np.empty(shape, dtype=q.dtype)  # (..., n, m)
+        removed = None if mask is None else np.logical_not(mask)
+        _wide_scores(scores, q, np.swapaxes(k, -1, -2), bias, removed, wider, normalize in SHIFT_INVARIANT)
     weights = _normalize_inplace(scores, normalize, mask=mask, temperature=temperature)
     return _finish(weights, dtype, normalize)
 
@@ -301,9 +306,27 @@ def attention(
     in the shifted route, so nothing underflows that the shifted route keeps
     (without ``reweight`` and with :math:`\min|V| \ge e^{B+1} T`, no product can
     underflow at all and :math:`g = 0` saves scaling :math:`V`).
-    When :math:`B` comes near :math:`M`, ``q`` and ``bias`` are divided by a
-    power of two first so that :math:`QK^\top` cannot overflow, and the shifted
-    exponent is multiplied back.  For ``"softmax"`` without ``reweight`` the
+    When :math:`B` comes within :math:`e^2` of :math:`M`, the scores are formed
+    in a wider dtype whose range holds every score of the work dtype's numbers
+    (float64 for float32 work; long double for float64 where ``finfo`` shows it
+    wider): the bias is added and the removed keys set to :math:`-\infty`
+    there, each ``"softmax"`` or ``"l2"`` row is shifted by its largest
+    remaining score, and only the shifted scores, all :math:`\le 0`, are
+    rounded to the work dtype (one below its range to :math:`-\infty`, whose
+    :math:`e^{s} = 0` is the correctly rounded value) for the shifted route.
+    This is exact to the rounding of the work dtype: nothing overflows or
+    underflows in the wide dtype, whose products and sums are rounded with a
+    smaller eps (float32 products are even exact in float64), and the shift
+    changes no weight (shift invariance), so the shifted scores reach the work
+    dtype at least as accurate as the ordinary path's scores.  ``"relu2"`` and
+    ``"none"`` are not shifted (a shift changes them): their scores are
+    rounded as they are, one beyond the range to :math:`\pm\infty` where the
+    exact :math:`e^{s}` or :math:`\mathrm{relu}(s)^2/m` (:math:`m < M`) is
+    beyond it too.  Only where no wider dtype
+    exists (float64 where long double is float64, and long double input) are
+    ``q`` and ``bias`` divided by a power of two instead and the shifted
+    exponent multiplied back; an entry of ``q`` that underflows there is lost
+    (see ``_fit_scores``).  For ``"softmax"`` without ``reweight`` the
     denominators :math:`D_i 2^g` are computed as one more column of the value
     product (``v`` with a column :math:`2^g` appended): the same sums, rounded
     as the product's other columns are (at most :math:`m` eps relative).
@@ -373,7 +396,7 @@ def attention(
     bias, reweight = (None if a is None else a.astype(work, copy=False) for a in (bias, reweight))
     out = np.empty(batch + (n, v.shape[-1]), dtype=work)  # (..., n, v)
     log_bound = _log_score_bound(q, k, bias)
-    q, bias, temperature = _fit_scores(q, k, bias, log_bound)
+    q, bias, temperature, wider = _fit_scores(q, k, bias, log_bound)
     shift, gain, rescue = True, 0, 0
     if normalize in ("softmax", "l2") and m > 0 and v.size:
         # Powers of two that scale v (or reweight) and the denominators alike: see Notes.
@@ -438,9 +461,18 @@ def attention(
                                              if a is not None and a.ndim > 2))
         scores = buffer[: math.prod(scores_shape) * (stop - start) * keys].reshape(
             scores_shape + (stop - start, keys))  # (..., rows, keys), contiguous
-        np.matmul(q_b, k_b, out=scores)
-        if bias_b is not None:
-            scores += bias_b
+        if wider is None:
+            np.matmul(q_b, k_b, out=scores)
+            if bias_b is not None:
+                scores += bias_b
+        else:
+            # The bound overflows: form the scores in `wider`, removing the masked and the causal keys
+            # before the row maximum is taken (only the keys a row may attend may set its shift).
+            removed = None if mask_b is None else np.logical_not(mask_b)
+            if causal:
+                future = _future(start, stop, lo, hi)  # (rows, keys)
+                removed = future if removed is None else removed | future
+            _wide_scores(scores, q_b, k_b, bias_b, removed, wider, normalize in SHIFT_INVARIANT)
         if causal:
             first = max(start + 1, lo)  # the first key that a row of this block may not attend
             if first < hi:  # as a bias of -inf there: weight exactly 0, in either route
@@ -600,27 +632,82 @@ def _log_score_bound(q, k, bias):
 
 
 def _fit_scores(q, k, bias, log_bound):
-    """``(q, bias, temperature)`` such that ``q k^T + bias`` cannot overflow.
+    """``(q, bias, temperature, wide)`` such that the scores ``q k^T + bias`` cannot overflow.
 
     When the bound ``B`` on the scores comes within a factor ``e**2`` of the
-    largest float, ``q`` and ``bias`` are divided by a power of two ``2**j``
-    (exactly, unless an entry of ``q`` underflows) and ``2**-j`` is returned as
-    the temperature by which the normalisation divides them again, after the
-    shift by the row maximum.
+    largest float of ``q``'s dtype, the scores are to be formed by
+    :func:`_wide_scores` in ``wide``, a dtype with the range for every score
+    (:func:`_wide_dtype`); ``q`` and ``bias`` are returned unchanged, with
+    temperature 1.  ``wide`` is None otherwise: always on the ordinary path
+    (``B`` far below the largest float), and also where no wider dtype exists.
 
-    Known limitation (open): ``B`` is the Cauchy-Schwarz bound, and the actual
-    scores can be far below it; an entry of ``q`` that underflows when divided
-    by ``2**j`` can then carry a score that matters.  In float32,
-    ``q = [[1e19, 3 * 2**-108]]`` with ``k = [[0, 2**106], [0, -2**106]]`` and
-    ``scale=1`` has scores ``+-0.75`` and weights ``(0.82, 0.18)``, but the
-    second entry of ``q`` underflows and the weights come out ``(0.5, 0.5)``.
+    There (float64 where long double is float64, and long double input) ``q``
+    and ``bias`` are divided by a power of two ``2**j``, the smallest that
+    brings ``B`` below the largest float over ``e**2``, and ``2**-j`` is
+    returned as the temperature by which the normalisation divides them again,
+    after the shift by the row maximum.  Limitation of that fallback: ``B`` is
+    the Cauchy-Schwarz bound, and the actual scores can be far below it; an
+    entry of ``q`` or ``bias`` that leaves the range when divided by ``2**j``
+    (below the smallest subnormal) is then lost, or rounded to fewer bits, even
+    if its score matters.  In float64 this needs ``|q_i| |k_j|`` above about
+    ``1e308`` together with an entry of ``q`` below about ``2**-1074 * 2**j``.
     """
     log_max = _limits(q.dtype)[0]
     if log_bound <= log_max - 2 or log_bound == math.inf:  # inf: an infinite q or k, for validation
-        return q, bias, 1.0
+        return q, bias, 1.0, None
+    wide = _wide_dtype(q.dtype, q.shape[-1])
+    if wide is not None:
+        return q, bias, 1.0, wide
     j = math.ceil((log_bound - log_max + 2) / math.log(2.0))
     bias = None if bias is None else np.ldexp(bias, -j)
-    return np.ldexp(q, -j), bias, np.ldexp(q.dtype.type(1), -j)
+    return np.ldexp(q, -j), bias, np.ldexp(q.dtype.type(1), -j), None
+
+
+#: The normalisations unchanged by adding a constant to a row of scores (the shift by its maximum).
+SHIFT_INVARIANT = ("softmax", "l2")
+
+
+def _wide_dtype(dtype, width):
+    """The first of float64 and long double whose range holds every score of ``dtype`` numbers, or None.
+
+    A score of ``width`` products plus a bias, all of ``dtype``, is at most
+    ``(width + 1) max**2`` in magnitude, and a nonzero product is at least the
+    smallest subnormal squared: both must be normal numbers of the wide dtype.
+    Decided from ``finfo``: long double is float64 on some platforms, 80-bit
+    extended on x86-64 Linux, and IEEE quad on others.
+    """
+    log_max = _limits(dtype)[0]
+    log_least = _log_beyond_float(np.finfo(dtype).smallest_subnormal)
+    for wide in (np.float64, np.longdouble):
+        wide_max, wide_tiny, _ = _limits(wide)
+        if 2 * log_max + math.log(width + 1) < wide_max and wide_tiny <= 2 * log_least:
+            return np.dtype(wide)
+    return None
+
+
+def _wide_scores(out, q, k_t, bias, removed, wide, shift):
+    """Write the scores ``q k_t + bias`` into ``out``, formed in the wider dtype ``wide``.
+
+    Removed entries (``removed`` True, broadcast to ``out``) are ``-inf``.  With
+    ``shift`` every row is first shifted by the largest of its remaining scores
+    (by 0 if none remains), so the scores written are ``<= 0``: one below the
+    range of ``out``'s dtype becomes ``-inf``, whose exp is the correctly
+    rounded 0.  Without ``shift`` (``"relu2"`` and ``"none"``, which the shift
+    would change) a score beyond that range becomes ``+-inf``, as its exp or
+    square is beyond the range too.
+    """
+    scores = np.empty(out.shape, dtype=wide)  # (..., n, m): out's shape, in the wide dtype
+    np.matmul(q.astype(wide), k_t.astype(wide), out=scores)
+    if bias is not None:
+        scores += bias
+    if removed is not None:
+        np.copyto(scores, -np.inf, where=removed)
+    if shift:
+        top = np.max(scores, axis=-1, keepdims=True, initial=-np.inf)  # (..., n, 1)
+        top[~np.isfinite(top)] = 0  # a row with nothing left stays -inf, not NaN
+        scores -= top
+    with np.errstate(over="ignore"):  # beyond out's range: +-inf, see above
+        np.copyto(out, scores, casting="unsafe")
 
 
 def _plan(log_bound, m, log_values, normalize, dtype):

@@ -177,7 +177,7 @@ def _numerators_inplace(z, kind, *, mask=None, shift=True, temperature=1.0):
     Attention divides its *output* rows instead of the ``(n, m)`` weights.
     The scores are ``z / temperature``: attention passes scores divided by a
     power of two, and that power as ``temperature``, when ``q k^T`` itself
-    could overflow.
+    could overflow and no wider dtype can hold it.
     """
     if kind in ("softmax", "l2"):
         # exp(z - c) over its sum or norm equals exp(z) over its sum or norm: the shift cancels.

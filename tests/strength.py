@@ -1,6 +1,7 @@
 """Helpers of the tests written to kill surviving mutants (tests/test_strength_*.py)."""
 
 import re
+import tracemalloc
 
 import pytest
 
@@ -14,3 +15,14 @@ def raises_naming(exc, name, *fragments):
     """
     pattern = rf"^{re.escape(name)}(?!\w)" + "".join(rf"(?=.*{re.escape(f)})" for f in fragments)
     return pytest.raises(exc, match=re.compile(pattern, re.S))
+
+
+def traced_peak(f, *args, **kwargs):
+    """``(f(*args, **kwargs), peak)``: the result and the peak of the memory traced while it
+    ran (numpy reports its array buffers to tracemalloc), for tests that a copy is not made."""
+    tracemalloc.start()
+    try:
+        result = f(*args, **kwargs)
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

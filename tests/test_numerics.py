@@ -16,6 +16,7 @@ re-introduces the old skip-the-shift rule to show that the edge cases catch it.
 from __future__ import annotations
 
 import math
+import warnings
 
 import mpmath
 import numpy as np
@@ -461,3 +462,222 @@ def test_causal_key_skipping_at_the_edges(dtype_name, label, q, k, v, kw, monkey
             tol = tol + 2 * (i + 1) * tiny(got.dtype) * np.max(np.abs(v[: i + 1].astype(np.float64)), axis=0)
         assume_representable(ref, tol, got.dtype, example=False)
         assert_within(got[i : i + 1], ref, tol, f"causal row {i} {label}")
+
+
+# ---------------------------------------------------------------- score bounds beyond the dtype
+
+
+LONG_DOUBLE_WIDER = float(np.log(np.finfo(np.longdouble).max)) > 2 * math.log(big(np.float64)) + 8
+needs_long_double = pytest.mark.skipif(
+    not LONG_DOUBLE_WIDER, reason="long double is not wider than float64 here: the power-of-two fallback")
+
+
+def check_masked(q, k, *, keep=None, causal=False, v=None, bias=None, normalize="softmax", scale=None):
+    """attention (with ``v``) or attention_weights (without) against the exact answer of each
+    query over the keys it may attend, taken one row at a time with the removed keys left out:
+    the reference never sees a mask, a causal rule or a removed key's score."""
+    n, m = q.shape[0], k.shape[0]
+    kw = dict(mask=keep, causal=causal, bias=bias, normalize=normalize, scale=scale)
+    keep = np.ones((n, m), bool) if keep is None else keep
+    if causal:
+        keep = keep & (np.arange(m)[None, :] <= np.arange(n)[:, None])
+    values = np.eye(m, dtype=q.dtype) if v is None else v  # the weights are attention over eye(m)
+    with np.errstate(over="ignore", under="ignore"):
+        got = attention_weights(q, k, **kw) if v is None else attention(q, k, v, **kw)
+    assert got.dtype == np.result_type(q, k, values)
+    for i in range(n):
+        kept = np.flatnonzero(keep[i])
+        sub = None if bias is None else bias[i : i + 1, kept]
+        ref, A, C = ref_attention(q[i : i + 1], k[kept], values[kept], scale=scale, bias=sub, normalize=normalize)
+        tol = attention_tolerance(got.dtype, kept.size, A, C, ref)
+        assume_representable(ref, tol, got.dtype, example=False)
+        assert_within(got[i : i + 1], ref, tol, f"row {i} {normalize} {'weights' if v is None else 'attention'}")
+
+
+def counterexample(dtype):
+    """The bug's input: q = (big, 3 * 2**-(e + 2)) and keys (0, +-2**e).  The scores are +-0.75
+    (with scale 1), but |q| |k| = big 2**e overflows the dtype; dividing q by the power of two
+    that brings that bound into range makes 3 * 2**-(e + 2) underflow to 0 (weights 0.5, 0.5)."""
+    big_q, e = {np.float32: (1e19, 106), np.float64: (1e300, 999)}[dtype]
+    q = np.array([[big_q, 3 * 2.0 ** -(e + 2)]], dtype)
+    k = np.array([[0.0, 2.0**e], [0.0, -(2.0**e)]], dtype)
+    return q, k
+
+
+ROUTES = [np.float32, pytest.param(np.float64, marks=needs_long_double)]
+
+
+@pytest.mark.parametrize("dtype", ROUTES)
+@pytest.mark.parametrize("normalize", ["softmax", "l2", "none"])
+def test_scores_whose_bound_overflows_are_exact(dtype, normalize):
+    """The counterexample of _fit_scores' old docstring, through attention_weights and attention;
+    float64 needs long double to hold |q| |k| ~ 1e600.  Before the fix every case gave equal
+    weights (exp(0) for "none"): the small entry of q underflowed."""
+    q, k = counterexample(dtype)
+    check_masked(q, k, normalize=normalize, scale=1.0)
+    check_masked(q, k, v=np.array([[3.0, 1.0], [-2.0, 5.0]], dtype), normalize=normalize, scale=1.0)
+    check_masked(q, k, bias=np.array([[0.25, -0.5]], dtype), normalize=normalize, scale=1.0)
+    check_masked(np.repeat(q, 2, axis=0), k, bias=np.array([[0.25, -0.5], [-1.0, 0.5]], dtype),
+                 v=np.array([[3.0, 1.0], [-2.0, 5.0]], dtype), normalize=normalize, scale=1.0)
+
+
+@pytest.mark.parametrize("dtype", ROUTES)
+@pytest.mark.parametrize("normalize", ["softmax", "l2", "none"])
+@pytest.mark.parametrize("block_bytes", [None, 1])
+def test_removed_keys_of_an_overflowing_bound_never_set_the_shift(dtype, normalize, block_bytes, monkeypatch):
+    """The counterexample's keys and a third key (big, 0) whose score big**2 (1e38 or 1e600) dwarfs
+    theirs: masked, or in the future of a causal query, it must not be the row maximum that the
+    other scores are shifted by (they would all become exp(-big**2) = 0).  One row per block
+    (block_bytes 1) also takes the causal key skipping of attention."""
+    if block_bytes is not None:
+        monkeypatch.setattr(attention_module, "BLOCK_BYTES", block_bytes)
+    q, k = counterexample(dtype)
+    k = np.concatenate([k, [[q[0, 0], 0.0]]]).astype(dtype)  # (3, 2)
+    q3 = np.repeat(q, 3, axis=0)  # query i may attend keys 0..i with causal=True
+    v = np.array([[3.0], [-2.0], [7.0]], dtype)
+    keep = np.array([[True, True, False], [True, False, False], [False, True, False]])
+    late = np.array([[True, False, True], [True, True, True], [False, True, True]])  # causal removes key 2 of rows 0, 1
+    for v_ in (None, v):
+        check_masked(q3, k, keep=keep, v=v_, normalize=normalize, scale=1.0)
+        check_masked(q3[:2], k, causal=True, v=v_, normalize=normalize, scale=1.0)
+        check_masked(q3[:2], k, keep=late[:2], causal=True, v=v_, normalize=normalize, scale=1.0)
+        if normalize != "none":  # exp(big**2) itself overflows: "none" has nothing to shift it by
+            check_masked(q3, k, causal=True, v=v_, normalize=normalize, scale=1.0)  # row 2: key 2 wins
+            check_masked(q3, k, keep=late, causal=True, v=v_, normalize=normalize, scale=1.0)
+
+
+def ref_relu2(q, k, keep, scale):
+    """Exact ``relu(s)**2 / m`` of the kept scores, 0 where removed (mpmath loops)."""
+    n, m = q.shape[0], k.shape[0]
+    out = np.zeros((n, m))
+    for i in range(n):
+        for j in range(m):
+            s = mp.fsum(X(q[i, t]) * X(k[j, t]) for t in range(q.shape[1])) * X(scale)
+            out[i, j] = float(max(s, 0) ** 2 / m) if keep[i, j] else 0.0
+    return out
+
+
+@pytest.mark.parametrize("dtype", ROUTES)
+def test_relu2_of_scores_whose_bound_overflows_is_exact(dtype):
+    """relu2 is not shifted (a shift changes relu(s)**2): the scores formed wide are rounded as
+    they are.  The counterexample gives relu(0.75)**2 / 2 = 0.28125 and 0 (0 and 0 before the
+    fix), with a mask, causal and through attention too."""
+    q, k = counterexample(dtype)
+    q2 = np.array([q[0], q[0] * [1, -1]], dtype)  # scores (0.75, -0.75) and (-0.75, 0.75)
+    v = np.array([[3.0], [-2.0]], dtype)
+    rtol = 4 * work_eps(dtype)
+    for keep, causal in ((np.ones((2, 2), bool), False), (np.array([[True, False], [True, True]]), False),
+                         (np.ones((2, 2), bool), True)):
+        full = keep & (np.arange(2)[None, :] <= np.arange(2)[:, None]) if causal else keep
+        want = ref_relu2(q2, k, full, 1.0)
+        mask = None if keep.all() else keep
+        got = attention_weights(q2, k, mask=mask, causal=causal, scale=1.0, normalize="relu2")
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+        got = attention(q2, k, v, mask=mask, causal=causal, scale=1.0, normalize="relu2")
+        np.testing.assert_allclose(got, want @ v.astype(np.float64), rtol=rtol, atol=0)
+    assert want[1, 1] == 0.28125  # the reference itself: (3/4)**2 / 2, exactly
+
+
+@st.composite
+def overflowing_bounds(draw, dtype):
+    """``(q, k)`` whose Cauchy-Schwarz bound overflows ``dtype`` while every score is moderate:
+    column 0 holds huge entries of q (about 2**eq) against zeros of k, column 1 small entries
+    of q (about 2**-ek) against huge ones of k (about 2**ek), and further columns moderate
+    numbers.  Each product is moderate or 0, but |q_i| |k_j| is about 2**(eq + ek) > max."""
+    top = int(np.finfo(dtype).maxexp)  # max < 2**top
+    n, m, extra = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(0, 2))
+    eq = draw(st.integers(top // 2, top - 3))
+    ek = draw(st.integers(top + 1 - eq, top - 3))
+    unit = st.floats(-4, 4, width=32)
+    big = st.floats(1, 4, width=32)  # at least 1: the bound really overflows
+    qa = draw(hnp.arrays(np.float64, (n, 1), elements=big))
+    qb = draw(hnp.arrays(np.float64, (n, 1), elements=unit))
+    kb = draw(hnp.arrays(np.float64, (m, 1), elements=big)) * draw(st.sampled_from([1.0, -1.0]))
+    qc, kc = draw(hnp.arrays(np.float64, (n, extra), elements=unit)), draw(hnp.arrays(np.float64, (m, extra), elements=unit))
+    q = np.concatenate([np.ldexp(qa, eq), np.ldexp(qb, -ek), qc], axis=1).astype(dtype)
+    k = np.concatenate([np.zeros((m, 1)), np.ldexp(kb, ek), kc], axis=1).astype(dtype)
+    return q, k
+
+
+@given(st.data(), st.sampled_from([np.float32, np.float64] if LONG_DOUBLE_WIDER else [np.float32]),
+       st.sampled_from(["softmax", "l2", "none"]), st.booleans(), st.booleans(), st.booleans())
+def test_overflowing_bounds_with_moderate_scores_are_exact(data, dtype, normalize, with_bias, with_mask, causal):
+    q, k = data.draw(overflowing_bounds(dtype))
+    n, m = q.shape[0], k.shape[0]
+    assert X(q[0, 0]) * abs(X(k[0, 1])) > X(big(dtype))  # the bound overflows, by construction
+    bias = data.draw(hnp.arrays(dtype, (n, m), elements=st.floats(-4, 4, width=32))) if with_bias else None
+    keep = data.draw(hnp.arrays(bool, (n, m))) if with_mask else None
+    v = data.draw(hnp.arrays(dtype, (m, 2), elements=st.floats(-4, 4, width=32)))
+    scale = data.draw(st.sampled_from([None, 1.0]))
+    check_masked(q, k, keep=keep, causal=causal, bias=bias, normalize=normalize, scale=scale)
+    check_masked(q, k, keep=keep, causal=causal, v=v, bias=bias, normalize=normalize, scale=scale)
+
+
+@pytest.mark.parametrize("dtype", ROUTES)
+@pytest.mark.parametrize("normalize", ["softmax", "l2", "none"])
+def test_a_query_whose_bias_removes_every_key_of_an_overflowing_bound_gets_zeros(dtype, normalize):
+    """Row 1's bias is -inf for both keys: no score is left to shift by, and the row is the
+    documented 0 (not NaN from -inf - -inf); row 0 is the counterexample's exact answer."""
+    q, k = counterexample(dtype)
+    q2 = np.repeat(q, 2, axis=0)
+    bias = np.array([[0.0, 0.0], [-np.inf, -np.inf]], dtype)
+    v = np.array([[3.0], [-2.0]], dtype)
+    with np.errstate(invalid="raise"):  # -inf - -inf would be NaN
+        a = attention_weights(q2, k, bias=bias, scale=1.0, normalize=normalize)
+        out = attention(q2, k, v, bias=bias, scale=1.0, normalize=normalize)
+    assert a[1].tolist() == [0.0, 0.0] and out[1].tolist() == [0.0]
+    check_masked(q, k, normalize=normalize, scale=1.0)
+
+
+def test_the_wide_dtype_is_chosen_from_finfo():
+    """float32 scores are formed in float64; float64 ones in long double exactly where its range
+    holds (k + 1) max**2 of float64; long double has nothing wider (the power-of-two fallback)."""
+    wide = attention_module._wide_dtype
+    assert wide(np.dtype(np.float32), 64) == np.float64
+    assert wide(np.dtype(np.float64), 64) == (np.dtype(np.longdouble) if LONG_DOUBLE_WIDER else None)
+    assert wide(np.dtype(np.longdouble), 64) is None
+
+
+def test_scores_in_range_never_take_the_wide_route(monkeypatch, rng):
+    """The ordinary path is the one it was: a bound up to max / e**2 forms the scores in the
+    work dtype (max / e**2.1 here, in float32 and float64)."""
+    def refuse(*args):
+        raise AssertionError("the wide route was taken")
+
+    monkeypatch.setattr(attention_module, "_wide_scores", refuse)
+    for dtype in (np.float32, np.float64):
+        r = math.sqrt(big(dtype) / math.exp(2.1))
+        q, k = np.array([[r, 0.0]], dtype), np.array([[r, 0.0], [0.0, r]], dtype)
+        with np.errstate(over="ignore"):  # relu2: s**2 overflows, as the exact answer does
+            for normalize in ("softmax", "relu2"):
+                attention_weights(q, k, scale=1.0, normalize=normalize)
+                attention(q, k, np.ones((2, 1), dtype), scale=1.0, normalize=normalize)
+    q, k, v = (rng.standard_normal((5, 8)) for _ in range(3))
+    check_attention(q, k, v, example=False)
+
+
+@needs_long_double
+def test_without_a_wider_dtype_the_documented_limitation_remains(monkeypatch):
+    """Where no wider dtype exists, q is divided by a power of two as documented in _fit_scores,
+    and the counterexample's small entry of q is lost: equal weights, as _fit_scores says."""
+    monkeypatch.setattr(attention_module, "_wide_dtype", lambda *args: None)
+    for dtype in (np.float32, np.float64):
+        q, k = counterexample(dtype)
+        assert attention_weights(q, k, scale=1.0).tolist() == [[0.5, 0.5]]
+
+
+@pytest.mark.parametrize("dtype", ROUTES)
+@pytest.mark.parametrize("normalize, reweight, fraction", [
+    ("softmax", None, 0.91), ("softmax", [[1.0, 0.5]], 0.91), ("l2", None, 0.83), ("l2", [[1.0, 0.5]], 0.91)])
+def test_an_overflowing_bound_with_values_near_the_largest_float_is_rescued(dtype, normalize, reweight, fraction):
+    """The wide route hands shifted scores to the ordinary shifted route, rescue included: the
+    numerators (1, e**-1.5) (times the reweight) times values `fraction` max sum to 1.11 max or
+    more, an overflow that the block computes again with v halved, while the answer, that sum
+    over D = 1.22 (softmax) or over ||e|| = 1.025 (l2), fits.  With a reweight the numerators
+    are formed apart from the denominators (no fused column)."""
+    q, k = counterexample(dtype)
+    v = np.full((2, 1), big(dtype) * fraction, dtype)
+    reweight = None if reweight is None else np.array(reweight, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_attention(q, k, v, example=False, scale=1.0, normalize=normalize, reweight=reweight)

@@ -18,9 +18,19 @@ from attncore import (
     multi_head_attention,
     split_heads,
 )
-from strength import raises_naming
+from strength import raises_naming, traced_peak
 
 module = sys.modules["attncore._attention"]
+
+
+@pytest.fixture(params=["wide", "power of two"])
+def score_route(request, monkeypatch):
+    """Both ways attention handles a score bound beyond the largest float: scores formed in a
+    wider dtype, and the power-of-two fallback of dtypes with none wider (long double; float64
+    where long double is float64), forced here by offering no wider dtype."""
+    if request.param == "power of two":
+        monkeypatch.setattr(module, "_wide_dtype", lambda *args: None)
+    return request.param
 
 
 def weights(d, dtype=np.float64, seed=0):
@@ -199,18 +209,11 @@ def test_attention_weights_work_in_float32_for_float32_and_float16():
     (n, m) buffer (plus the float16 result), not float64.  numpy reports its buffers to
     tracemalloc.  Kills ``k.astype(q.dtype, copy=False)`` -> ``k.astype(None, copy=False)``
     (float64 keys make float64 scores: 3.1 score buffers instead of 1.1 for float32)."""
-    import tracemalloc
-
     rng = np.random.default_rng(5)
     n = 512
     for dtype, budget in ((np.float32, 1.5), (np.float16, 3.5)):  # in units of n*n*itemsize
         q, k = (rng.normal(size=(n, 16)).astype(dtype) for _ in range(2))
-        tracemalloc.start()
-        try:
-            a = attention_weights(q, k)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        a, peak = traced_peak(attention_weights, q, k)
         assert a.dtype == dtype
         assert peak < budget * n * n * np.dtype(dtype).itemsize, (dtype, peak / (n * n * np.dtype(dtype).itemsize))
 
@@ -484,7 +487,7 @@ def test_exp_beyond_float16_without_a_denominator_is_an_error_that_says_so():
 
 
 @pytest.mark.parametrize("dtype, big", [(np.float32, 1e24), (np.float64, 1e160)])
-def test_scores_far_beyond_the_largest_float_give_the_exact_weights(dtype, big):
+def test_scores_far_beyond_the_largest_float_give_the_exact_weights(dtype, big, score_route):
     """q . k = +-big**2, far beyond the largest float (1e48 for float32, 1e320 for float64): q is
     divided by the power of two that brings the bound below max / e**2, and the weights are the
     exact [1, 0] (the scores differ by far more than exp's range).  Kills, in _fit_scores,
@@ -499,7 +502,7 @@ def test_scores_far_beyond_the_largest_float_give_the_exact_weights(dtype, big):
         assert np.array_equal(attention(q, k, v, scale=1.0, normalize=normalize), np.array([[1.0]], dtype))
 
 
-def test_the_bias_is_scaled_with_q_when_the_scores_are_rescaled():
+def test_the_bias_is_scaled_with_q_when_the_scores_are_rescaled(score_route):
     """q . k = [1e38, 0] and a bias [0, 3e38] (float32): their sum overflows, so q and the bias are
     divided by a power of two; the second key wins, by far.  Kills ``bias = None`` in
     _fit_scores (the bias dropped: the first key wins)."""
@@ -512,14 +515,15 @@ def test_the_bias_is_scaled_with_q_when_the_scores_are_rescaled():
     assert np.array_equal(attention(q, k, np.array([[2.0], [3.0]], f32), bias=bias, scale=1.0), np.array([[3.0]], f32))
 
 
-def test_rescaling_by_the_smallest_power_keeps_a_small_query_entry():
+def test_rescaling_by_the_smallest_power_keeps_a_small_query_entry(score_route):
     """q = [1e18, 3 * 2**-108] and keys [0, +-2**106] (float32): the scores are +-0.75, but the
     Cauchy-Schwarz bound |q| |k| ~ 8e49 overflows, so q is divided by 2**41, the smallest power
     that brings the bound below max / e**2.  That makes the small entry 3 * 2**-149, a subnormal
     still exact, and the weights are the exact softmax([0.75, -0.75]).  Kills, in _fit_scores,
     ``log_bound - log_max + 2`` -> ``+ 3`` (one more halving rounds the entry to 2**-148:
     weights [0.88, 0.12]).  (A larger first entry, 1e19, needs 2**45 and loses the small entry
-    altogether: see the report of this test's author; that input is not tested here.)"""
+    altogether on the power-of-two route: the counterexample of tests/test_numerics.py, which the
+    wide route, here the other parametrisation, gets exact.)"""
     f32 = np.float32
     q = np.array([[1e18, 3 * 2.0**-108]], f32)
     k = np.array([[0.0, 2.0**106], [0.0, -(2.0**106)]], f32)
@@ -549,12 +553,23 @@ def test_values_near_the_largest_float_average_without_overflow(normalize, rewei
     np.testing.assert_allclose(got[0], want, rtol=1e-6)
 
 
-def test_each_block_of_rows_and_heads_is_computed_once(monkeypatch):
-    """attention computes ceil(n / rows) blocks of query rows per group of heads, each once
-    (_rows is called for the mask, bias and reweight of every block).  Kills, in attention,
-    ``range(0, n, rows)`` -> ``range(0, n)`` and ``range(0, heads_total, group)`` ->
-    ``range(0, heads_total)`` (overlapping blocks: the same rows or heads computed again and
-    again) and ``heads_total = ... else 1`` -> ``else 2`` (without batch axes, every block twice)."""
+def spy_shift(monkeypatch):
+    """Whether each call of _numerators_inplace (the non-fused numerators) was asked to shift
+    by the row maximum, in call order."""
+    seen = []
+    real = module._numerators_inplace
+
+    def watching(z, kind, **kwargs):
+        seen.append(kwargs.get("shift", True))
+        return real(z, kind, **kwargs)
+
+    monkeypatch.setattr(module, "_numerators_inplace", watching)
+    return seen
+
+
+def spy_blocks(monkeypatch):
+    """The ``(start, stop)`` of every block of query rows attention computes, as it computes them
+    (``_rows`` is called once per block for each of mask, bias and reweight)."""
     calls = []
     real = module._rows
 
@@ -563,6 +578,16 @@ def test_each_block_of_rows_and_heads_is_computed_once(monkeypatch):
         return real(a, start, stop, n)
 
     monkeypatch.setattr(module, "_rows", counting)
+    return calls
+
+
+def test_each_block_of_rows_and_heads_is_computed_once(monkeypatch):
+    """attention computes ceil(n / rows) blocks of query rows per group of heads, each once
+    (_rows is called for the mask, bias and reweight of every block).  Kills, in attention,
+    ``range(0, n, rows)`` -> ``range(0, n)`` and ``range(0, heads_total, group)`` ->
+    ``range(0, heads_total)`` (overlapping blocks: the same rows or heads computed again and
+    again) and ``heads_total = ... else 1`` -> ``else 2`` (without batch axes, every block twice)."""
+    calls = spy_blocks(monkeypatch)
     rng = np.random.default_rng(8)
     monkeypatch.setattr(module, "BLOCK_BYTES", 3 * 5 * 8)  # 3 float64 rows of 5 scores
     q, k, v = rng.normal(size=(7, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
@@ -580,17 +605,10 @@ def test_attention_without_batch_axes_allocates_one_block_of_scores():
     512 rows of 512 float32 scores (1 MiB), and nothing else of that size is allocated.  Kills
     ``_block_layout(n, m, batch[-1] if batch else 1, ...)`` -> ``else 2`` (two slices per block:
     a buffer twice as large, for a second slice that does not exist)."""
-    import tracemalloc
-
     rng = np.random.default_rng(9)
     n = 512
     q, k, v = (rng.normal(size=(n, 16)).astype(np.float32) for _ in range(3))
-    tracemalloc.start()
-    try:
-        out = attention(q, k, v)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    out, peak = traced_peak(attention, q, k, v)
     assert out.dtype == np.float32
     assert peak < 1.5 * n * n * 4, peak / (n * n * 4)
 
@@ -628,7 +646,7 @@ def test_a_block_that_does_not_overflow_is_not_rescaled():
     assert np.array_equal(out, np.array([[1.5e38, a / 2]], f32)), out
 
 
-def test_rescaled_scores_keep_their_temperature_on_every_route():
+def test_rescaled_scores_keep_their_temperature_on_every_route(score_route):
     """|q| |k| ~ 1e40 overflows float32, so q is divided by a power of two that is passed on as
     a temperature; the scores themselves are small (1/sqrt 2 and 0), so the weights must be the
     true softmax([0.71, 0]) = [0.67, 0.33] (or its l2 form), not the nearly uniform weights of the
@@ -651,14 +669,7 @@ def test_ordinary_inputs_take_the_unshifted_route(monkeypatch, normalize, reweig
     route (no subtraction of the row maximum, two passes fewer); attention must then take it, for
     l2 and for softmax with a reweight too (their numerators are computed by _numerators_inplace,
     which is watched here).  Kills ``shift=shift`` dropped from that call (always shifted)."""
-    seen = []
-    real = module._numerators_inplace
-
-    def watching(z, kind, **kwargs):
-        seen.append(kwargs.get("shift", True))
-        return real(z, kind, **kwargs)
-
-    monkeypatch.setattr(module, "_numerators_inplace", watching)
+    seen = spy_shift(monkeypatch)
     rng = np.random.default_rng(10)
     q, k, v = rng.normal(size=(8, 4)), rng.normal(size=(8, 4)), rng.normal(size=(8, 2))
     attention(q, k, v, normalize=normalize, reweight=reweight)
@@ -698,18 +709,11 @@ def test_wide_values_cost_three_outputs_of_memory_in_float32():
     denominators appended, and one block of products, each the size of the output, all float32.
     Kills ``wide = np.empty(..., dtype=work)`` with the dtype dropped or None (a float64 product
     buffer: 5 outputs of memory)."""
-    import tracemalloc
-
     rng = np.random.default_rng(12)
     n, width = 64, 4096
     q, k = (rng.normal(size=(n, 8)).astype(np.float32) for _ in range(2))
     v = rng.normal(size=(n, width)).astype(np.float32)
-    tracemalloc.start()
-    try:
-        out = attention(q, k, v)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    out, peak = traced_peak(attention, q, k, v)
     assert out.dtype == np.float32
     assert peak < 3.5 * out.nbytes, peak / out.nbytes
 
@@ -813,7 +817,7 @@ def test_the_score_bound_is_tight_with_many_query_rows():
         assert want <= module._log_score_bound(q, k, None) <= want + (3 * 3 + 6) * eps
 
 
-def test_a_masking_bias_does_not_stop_the_rescaling():
+def test_a_masking_bias_does_not_stop_the_rescaling(score_route):
     """A bias of -inf (a masked key) is not part of the bound on the scores: q . k = +-1e48 still
     makes attention divide q by a power of two, and the weights are the exact [1, 0, 0].  Kills
     ``where=np.isfinite(bias)`` dropped in _log_score_bound (the bound becomes inf, nothing is
@@ -956,14 +960,7 @@ def test_causal_attention_cuts_the_rows_into_blocks(monkeypatch):
     ceil(200 / 64) = 4 blocks, so that later blocks skip the keys no row of theirs may attend;
     without either, one block.  Kills the ``causal or mask is not None`` argument of
     _block_layout mutated (``and``, ``mask is None``, dropped to False)."""
-    calls = []
-    real = module._rows
-
-    def counting(a, start, stop, n):
-        calls.append((start, stop))
-        return real(a, start, stop, n)
-
-    monkeypatch.setattr(module, "_rows", counting)
+    calls = spy_blocks(monkeypatch)
     rng = np.random.default_rng(22)
     q, k, v = rng.normal(size=(200, 2)), rng.normal(size=(200, 2)), rng.normal(size=(200, 1))
     for kwargs, blocks in (({"causal": True}, 4), ({"mask": np.ones((200, 200), bool)}, 4), ({}, 1)):
@@ -1026,14 +1023,7 @@ def test_the_route_at_the_edges_of_the_rule(monkeypatch, normalize, bound, rewei
     numerators are computed).  Kills ``_plan(..., normalize, work)`` -> ``_plan(..., None, work)``
     (the l2 conditions skipped) and, with a reweight, ``max(log_values, 0.0)`` -> ``max(log_values, 1.0)``
     (a max |v| below e counted as e: shifted)."""
-    seen = []
-    real = module._numerators_inplace
-
-    def watching(z, kind, **kwargs):
-        seen.append(kwargs.get("shift", True))
-        return real(z, kind, **kwargs)
-
-    monkeypatch.setattr(module, "_numerators_inplace", watching)
+    seen = spy_shift(monkeypatch)
     f32 = np.float32
     root = math.sqrt(bound)
     q, k, v = np.array([[root]], f32), np.array([[root]], f32), np.ones((1, 1), f32)

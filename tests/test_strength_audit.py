@@ -22,24 +22,18 @@ The three differences are in rounding or memory, not in the mathematics, but the
 """
 
 import math
-import tracemalloc
-
 import numpy as np
 import pytest
 
 from attncore import attention, attention_weights
 from attncore._attention import _limits, _log_score_bound
 from attncore._kernels import positive_random_features, trig_random_features
+from strength import traced_peak
 
 
 def peak_bytes(f):
     """The peak of the memory traced while ``f()`` runs (numpy's array buffers included)."""
-    tracemalloc.start()
-    try:
-        f()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    return traced_peak(f)[1]
 
 
 def test_attention_weights_does_not_copy_k():

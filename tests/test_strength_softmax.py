@@ -1,12 +1,25 @@
 """attncore._softmax: checks added to kill surviving mutants (see the appendix "How strong is the evidence")."""
 
 import re
+import sys
 
 import numpy as np
 import pytest
 
 from attncore import softmax
-from strength import raises_naming
+from strength import raises_naming, traced_peak
+
+attention_module = sys.modules["attncore._attention"]
+
+
+@pytest.fixture(params=["wide", "power of two"])
+def score_route(request, monkeypatch):
+    """Both ways attention handles a score bound beyond the largest float: scores formed in a
+    wider dtype, and the power-of-two fallback that passes a temperature to the normalisation
+    (dtypes with none wider), forced here by offering no wider dtype."""
+    if request.param == "power of two":
+        monkeypatch.setattr(attention_module, "_wide_dtype", lambda *args: None)
+    return request.param
 
 
 def test_bad_temperature_is_an_error_naming_temperature():
@@ -45,7 +58,7 @@ def test_a_mask_that_does_not_broadcast_names_mask_and_x():
         softmax(x, mask=np.ones((2, 2), bool))
 
 
-def test_weights_keep_the_rescaling_when_the_score_bound_overflows_but_scores_are_small():
+def test_weights_keep_the_rescaling_when_the_score_bound_overflows_but_scores_are_small(score_route):
     """|q| |k| ~ 1e40 overflows float32, so attention rescales q by a power of two and passes
     that power on as a temperature; here the scores themselves are small (q and k are nearly
     orthogonal), so dropping the temperature (softmax of the rescaled scores, about uniform)
@@ -68,17 +81,10 @@ def test_softmax_works_in_the_compute_dtype_not_in_float64():
     """float32 logits are computed in float32 and float16 ones in float32 (compute_dtype), so the
     working memory is one float32 copy of the input: a float64 working copy would double it (and
     need a third copy to round the result back).  numpy reports its buffers to tracemalloc."""
-    import tracemalloc
-
     x = np.random.default_rng(0).normal(size=(64, 1024))
     for dtype, copies in ((np.float32, 1), (np.float16, 4)):  # float16: a float16 copy, float32 work, result
         xx = x.astype(dtype)
-        tracemalloc.start()
-        try:
-            y = softmax(xx)
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        y, peak = traced_peak(softmax, xx)
         assert y.dtype == dtype
         assert peak < (copies + 0.5) * xx.nbytes, (dtype, peak / xx.nbytes)
 
@@ -119,7 +125,7 @@ def test_numerators_are_unshifted_exactly_when_asked():
         np.testing.assert_allclose(num / den, np.exp(z) / norm(np.exp(z)), rtol=1e-14)
 
 
-def test_relu2_and_none_keep_the_rescaling_when_the_score_bound_overflows():
+def test_relu2_and_none_keep_the_rescaling_when_the_score_bound_overflows(score_route):
     """As above, attention rescales q by 2**-j and passes 2**-j on as the temperature; relu2 and
     "none" must divide by it too: relu(s)^2 / m and exp(s) of the true scores s = [1, 0] / sqrt(2).
     Kills, in _numerators_inplace, `temperature != 1.0 and kind in ("relu2", "none")` =>
