@@ -193,7 +193,7 @@ def workloads(rng, quick):
         heads = math.prod(q.shape[:-2])
         flops = 4 * heads * n * m * d / (2 if causal or bool_mask else 1)
         # Without a mask: the two products computed the straightforward way, for reference.
-        products = None if causal or bool_mask else matmuls(q, k, v)
+        products = None if causal or bool_mask else (matmuls(q, k, v), blocked_matmuls(q, k, v))
         if bool_mask:
             mask = causal_mask(n, m)
             tmask = torch.from_numpy(mask)
@@ -270,14 +270,17 @@ def bench_matrix(rng, quick):
         tol = 1e-3 if a.dtype == np.float32 else 1e-9
         if not agree <= tol:
             raise AssertionError(f"{name}: attncore and torch differ by {agree:.3g} (relative), beyond {tol}")
-        contestants = {"attncore": ours, "torch": theirs} | ({"matmuls": products} if products else {})
+        contestants = {"attncore": ours, "torch": theirs}
+        if products:
+            contestants |= {"matmuls": products[0], "blocked": products[1]}
         t = race(contestants, MATRIX_ROUNDS, MATRIX_BURST)
         rows.append({"workload": name, "what": what, "attncore": t["attncore"], "torch": t["torch"],
-                     "matmuls": t.get("matmuls"),
+                     "matmuls": t.get("matmuls"), "blocked": t.get("blocked"),
                      "ratio": t["attncore"]["min"] / t["torch"]["min"],
                      "ratio_median": t["attncore"]["median"] / t["torch"]["median"],
                      "flops": flops, "max_rel_diff": agree})
-        alone = f"  numpy's two products {ms(t['matmuls']['min']):>8} ms" if products else ""
+        alone = (f"  two products: full scores {ms(t['matmuls']['min'])} ms, in attncore's blocks "
+                 f"{ms(t['blocked']['min'])} ms" if products else "")
         print(f"matrix     {name:28s} attncore {ms(t['attncore']['min']):>8} ms  torch {ms(t['torch']['min']):>8} ms  "
               f"ratio {rows[-1]['ratio']:.2f} (medians {rows[-1]['ratio_median']:.2f}){alone}")
     return rows
@@ -296,6 +299,34 @@ def matmuls(q, k, v):
     def run():
         np.matmul(q, k_t, out=scores)
         np.matmul(scores, v, out=out)
+    return run
+
+
+def blocked_matmuls(q, k, v):
+    """The two products exactly as ``attncore.attention`` calls them, and nothing else: the same
+    blocks of query rows and groups of heads (its ``_block_layout``), the same contiguous copy
+    of ``K^T`` from 1024 query rows on, scores kept in one block buffer.  Without the
+    exponentials and the divisions, this is the floor of attncore's own design: attention
+    cannot take less time than the products it makes."""
+    from attncore._attention import _block_layout
+
+    q3, k3, v3 = (a.reshape((-1,) + a.shape[-2:]) for a in (q, k, v))  # (slices, rows, width)
+    n, m = q3.shape[-2], k3.shape[-2]
+    rows, group = _block_layout(n, m, q3.shape[0], q.dtype.itemsize, False)
+    k_t = np.swapaxes(k3, -1, -2)  # (slices, k, m)
+    if n >= 1024:
+        k_t = np.ascontiguousarray(k_t)
+    scores = np.empty(group * rows * m, dtype=q.dtype)
+    out = np.empty(q3.shape[:-1] + (v3.shape[-1],), dtype=q.dtype)  # (slices, n, v)
+
+    def run():
+        for h in range(0, q3.shape[0], group):
+            heads = slice(h, min(h + group, q3.shape[0]))
+            for start in range(0, n, rows):
+                stop = min(start + rows, n)
+                block = scores[: (heads.stop - h) * (stop - start) * m].reshape(heads.stop - h, stop - start, m)
+                np.matmul(q3[heads, start:stop], k_t[heads], out=block)
+                np.matmul(block, v3[heads], out=out[heads, start:stop])
     return run
 
 
@@ -332,8 +363,9 @@ def sgemm_rate(quick):
 
 def bench_attention(rng, quick):
     """Attention, raced with the parts of its work that can be timed alone: its two matrix
-    products (``matmuls``: the GEMM bound) and one ``exp`` over an ``n x n`` matrix of scores
-    (what the exponentials cost on one core, numpy's ufuncs being single-threaded).  The
+    products (``matmuls``: the GEMM bound) and the exponentials of the ``n x n`` scores, one
+    block of attncore's size at a time (``block_exp``: what they cost on one core, numpy's
+    ufuncs being single-threaded).  The
     square SGEMM of the FLOP floor is not part of the race: its 48 MB of operands would evict
     attention's working set between calls (attention was about 20% slower at n = 4096 when
     tried); :func:`flop_floor` adds the floor afterwards."""
@@ -343,16 +375,31 @@ def bench_attention(rng, quick):
         for n in sizes:
             d = 64
             q, k, v = (rng.standard_normal((n, d)).astype(dtype) for _ in range(3))
-            scores = (q @ k.T) / np.sqrt(d)  # (n, m): attention's scaled scores, for exp's timing
-            exps = np.empty_like(scores)
             t = race({"attention": lambda q=q, k=k, v=v: attention(q, k, v), "matmuls": matmuls(q, k, v),
-                      "exp": lambda scores=scores, exps=exps: np.exp(scores, out=exps)}, repeats_for(n))
+                      "exp": block_exp(q, k)}, repeats_for(n))
             measured, bound = t["attention"], t["matmuls"]
             rows.append({"n": n, "d": d, "dtype": np.dtype(dtype).name, "attention": measured, "gemm_bound": bound,
                          "exp": t["exp"], "ratio": measured["min"] / bound["min"]})
             print(f"attention  n={n:5d} d={d:3d} {np.dtype(dtype).name:7s} {ms(measured['min']):>8} ms  "
                   f"GEMM bound {ms(bound['min']):>8} ms  ratio {rows[-1]['ratio']:.2f}  exp alone {ms(t['exp']['min'])} ms")
     return rows
+
+
+def block_exp(q, k):
+    """``exp`` of all ``n x m`` scores, a block of attncore's size at a time (its
+    ``_block_layout``), from one block of real scaled scores into another: the exponentials
+    as attention computes them, in cache, without the products around them."""
+    from attncore._attention import _block_layout
+
+    n, m = q.shape[-2], k.shape[-2]
+    rows, _ = _block_layout(n, m, 1, q.dtype.itemsize, False)
+    scores = (q[:rows] @ k.T) / math.sqrt(q.shape[-1])  # (rows, m): one block of scaled scores, q's dtype
+    exps = np.empty_like(scores)
+
+    def run():
+        for _ in range(-(-n // rows)):
+            np.exp(scores, out=exps)
+    return run
 
 
 def flop_floor(rows, rate):
@@ -536,10 +583,11 @@ def tables(results):
     write("targets.csv", ["target", "result", "measured"],
           [[t["target"], "PASS" if t["pass"] else "FAIL", t["detail"]] for t in results["targets"]])
     write("matrix.csv", ["workload", "shape", "attncore (ms)", "PyTorch (ms)", "ratio", "ratio of medians",
-                         "attncore GFLOP/s", "numpy's two products, full scores (ms)"],
+                         "attncore GFLOP/s", "numpy's two products, full scores (ms)",
+                         "the same in attncore's blocks (ms)"],
           [[r["workload"], r["what"], ms(r["attncore"]["min"]), ms(r["torch"]["min"]), f"{r['ratio']:.2f}",
             f"{r['ratio_median']:.2f}", f"{r['flops'] / r['attncore']['min'] / 1e9:.1f}",
-            ms(r["matmuls"]["min"]) if r.get("matmuls") else ""]
+            ms(r["matmuls"]["min"]) if r.get("matmuls") else "", ms(r["blocked"]["min"]) if r.get("blocked") else ""]
            for r in results["matrix"]])
     c = results["causal"]
     write("causal.csv", ["n", "full (ms)", "causal=True (ms)", "boolean causal mask (ms)", "causal / full", "mask / full"],
