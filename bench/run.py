@@ -10,17 +10,18 @@ cancels):
   boolean mask, cross-attention with m != n, float32 and float64,
   ``multi_head_attention`` with its projections against
   ``torch.nn.MultiheadAttention``, ``linear_attention`` causal and not against
-  the same formula written in torch); the two sides are timed interleaved,
-  with the same number of threads (``--threads``, 2 by default, for OpenBLAS
-  and for torch), in turns of a few calls each (a library's steady state, not
-  the cost of switching thread pools), and every pair is checked to compute the
-  same answer; without
-  a mask, numpy's two matmuls over the same slices (``Q K^T`` and ``A V``) are
-  timed in the same race, the floor of any numpy implementation;
+  the same formula written in torch, which gets 4-D tensors so that its fused
+  kernel runs); the two sides take turns of a few calls each, with the same
+  number of threads (``--threads``, 2 by default, for OpenBLAS and for torch),
+  and the first call of each turn (the cost of switching libraries) is kept
+  apart; every pair is checked to compute the same answer; without a mask,
+  numpy's two products (``Q K^T`` and ``A V``) are timed in the same turns,
+  over full score matrices and in attncore's own blocks (the floor of its
+  design);
 * ``attncore.attention`` against the GEMM bound, the time of the two matrix
-  products it must do (``Q K^T`` and ``A V``) with the same BLAS, and against
-  the floating-point floor ``4 n^2 d`` FLOPs at the SGEMM rate measured in the
-  same run (the GEMM bound raced with attention itself);
+  products it must do with the same BLAS, beside the exponentials in its block
+  size, and against the floating-point floor ``4 n^2 d`` FLOPs at the SGEMM
+  rate (measured at the start and the end of the run, the higher kept);
 * ``attncore.softmax`` over an n x n matrix against the memory-bandwidth bound
   of reading and writing that matrix once (a copy);
 * linear attention against softmax attention over n, with the measured
@@ -28,8 +29,8 @@ cancels):
 * peak memory (tracemalloc) of softmax attention, of its full weight matrix,
   and of linear attention, against n.
 
-Every time is the minimum over interleaved turns (the least disturbed run on a
-shared machine); medians and maxima are kept in the JSON.  Writes
+Every time is the minimum over the calls of interleaved turns (the least
+disturbed run on a shared machine); medians and maxima are kept in the JSON.  Writes
 bench/results.json, the tables the performance appendix includes
 (bench/tables/*.csv) and the figures (bench/figures/), and prints one PASS/FAIL
 line per target.  Without PyTorch (``pip install -r requirements-bench.txt``,
