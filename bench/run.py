@@ -10,8 +10,8 @@ cancels):
   boolean mask, cross-attention with m != n, float32 and float64,
   ``multi_head_attention`` with its projections against
   ``torch.nn.MultiheadAttention``, ``linear_attention`` causal and not against
-  the same formula written in torch, which gets 4-D tensors so that its fused
-  kernel runs); the two sides take turns of a few calls each, with the same
+  the same formula written in torch; ``scaled_dot_product_attention`` gets 4-D
+  tensors, so that its fused kernel runs); the two sides take turns of a few calls each, with the same
   number of threads (``--threads``, 2 by default, for OpenBLAS and for torch),
   and the first call of each turn (the cost of switching libraries) is kept
   apart; every pair is checked to compute the same answer; without a mask,
