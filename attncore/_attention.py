@@ -604,11 +604,11 @@ def _log_max_row_norm(x):
     the rows first divided by a power of two ``2**e >= max |x|`` (exact), so
     that the sums can neither overflow nor lose the largest entries to underflow.
     """
-    log_max, log_tiny, eps = _limits(x.dtype)
-    slack = x.shape[-1] * eps  # the computed sum of k squares is within 1 + k eps
+    info = np.finfo(x.dtype)
+    slack = x.shape[-1] * float(info.eps)  # the computed sum of k squares is within 1 + k eps
     squares = np.einsum("...k,...k->...", x, x)  # einsum sets no FP warnings
     squares = squares.max() if squares.size else 0.0
-    if log_tiny <= _log(squares) < math.inf:
+    if info.tiny <= squares < math.inf:  # compared as numbers: a float32 log could round across the limit
         return 0.5 * _log(squares) + slack
     top = np.max(np.abs(x), initial=0)
     if not top > 0:

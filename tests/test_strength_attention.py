@@ -1172,3 +1172,19 @@ def test_a_relu2_row_beyond_the_range_leaves_the_other_rows_as_they_are():
     with np.errstate(over="ignore"):
         out = attention(q, k, v, scale=1.0, normalize="relu2")
     assert out[0, 0] == np.inf and out[1, 0] == 45.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_whose_largest_sum_of_squares_is_the_smallest_normal_are_not_scaled(dtype):
+    """_log_max_row_norm's docstring: rows are scaled first only when the largest sum of squares
+    falls *below* the smallest normal float (or overflows).  Four entries 2**(e/2 - 1) (e the
+    exponent of the smallest normal) have the sum of squares 2**e exactly, a normal number: the
+    bound is 0.5 log(that sum) + k eps, the sum as numpy computes it.  Kills
+    ``log_tiny <= _log(squares)`` -> ``log_tiny < _log(squares)`` (the scaled route's bound, off by
+    the rounding of its logarithms)."""
+    e = int(np.finfo(dtype).minexp)  # tiny = 2**e
+    for x in (np.full((2, 4), 2.0 ** (e // 2 - 1), dtype), np.array([[2.0 ** (e // 2)], [0.0]], dtype)):
+        squares = np.max(np.einsum("...k,...k->...", x, x))
+        assert squares == np.finfo(dtype).tiny
+        want = 0.5 * float(np.log(squares)) + x.shape[-1] * float(np.finfo(dtype).eps)
+        assert module._log_max_row_norm(x) == want
