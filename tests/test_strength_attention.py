@@ -1180,11 +1180,42 @@ def test_rows_whose_largest_sum_of_squares_is_the_smallest_normal_are_not_scaled
     falls *below* the smallest normal float (or overflows).  Four entries 2**(e/2 - 1) (e the
     exponent of the smallest normal) have the sum of squares 2**e exactly, a normal number: the
     bound is 0.5 log(that sum) + k eps, the sum as numpy computes it.  Kills
-    ``log_tiny <= _log(squares)`` -> ``log_tiny < _log(squares)`` (the scaled route's bound, off by
-    the rounding of its logarithms)."""
+    ``info.tiny <= squares`` -> ``info.tiny < squares`` (the scaled route's bound, off by the
+    rounding of its float32 logarithms).  The same test found the earlier comparison of logarithms,
+    ``log_tiny <= _log(squares)``, wrong for float32: the float32 log of the smallest normal rounds
+    below math.log of it, so such rows were scaled."""
     e = int(np.finfo(dtype).minexp)  # tiny = 2**e
     for x in (np.full((2, 4), 2.0 ** (e // 2 - 1), dtype), np.array([[2.0 ** (e // 2)], [0.0]], dtype)):
         squares = np.max(np.einsum("...k,...k->...", x, x))
         assert squares == np.finfo(dtype).tiny
         want = 0.5 * float(np.log(squares)) + x.shape[-1] * float(np.finfo(dtype).eps)
         assert module._log_max_row_norm(x) == want
+
+
+def test_values_are_scaled_on_the_unshifted_route_unless_no_product_can_underflow(monkeypatch):
+    """attention's Notes: on the unshifted route v is multiplied by 2**g (g = ceil(B / ln 2)),
+    except that with min |v| >= e**(B + 1) T no product e**s v can underflow and g = 0 saves
+    scaling V.  One float32 key, score -4 (B = 4, g = 6): min |v| = e**(B + 0.5) T is scaled,
+    e**(B + 1.5) T is not (watched where np.ldexp is called with an array); the output is v
+    either way.  Kills ``log_vmin >= ... + math.exp(log_bound) + 1`` -> ``... - 1`` (v below the
+    documented limit left unscaled, its products e**s v in the subnormals)."""
+    scaled = []
+    real = np.ldexp
+
+    def watching(x, e, *args, **kwargs):
+        if np.ndim(x) > 0:
+            scaled.append(int(np.max(e)))
+        return real(x, e, *args, **kwargs)
+
+    monkeypatch.setattr(np, "ldexp", watching)
+    f32 = np.float32
+    q, k = np.array([[2.0]], f32), np.array([[-2.0]], f32)
+    bound = math.exp(module._log_score_bound(q, k, None))
+    assert 4 <= bound < 4.001
+    log_tiny = math.log(float(np.finfo(f32).tiny))
+    for margin, want in ((0.5, [6]), (1.5, [])):
+        scaled.clear()
+        v = np.array([[math.exp(log_tiny + bound + margin)]], f32)
+        out = attention(q, k, v, scale=1.0)
+        np.testing.assert_allclose(out, v, rtol=4 * np.finfo(f32).eps)
+        assert scaled == want, (margin, scaled)
