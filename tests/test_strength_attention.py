@@ -1219,3 +1219,39 @@ def test_values_are_scaled_on_the_unshifted_route_unless_no_product_can_underflo
         out = attention(q, k, v, scale=1.0)
         np.testing.assert_allclose(out, v, rtol=4 * np.finfo(f32).eps)
         assert scaled == want, (margin, scaled)
+
+
+def bound_exactly(log_target):
+    """``(q, k)`` of float64 whose computed score bound is exactly ``log_target``, found by bisection
+    on q's large entry (the bound is nondecreasing in it): q = (A, 2**-500) against the keys
+    (0, +-2**500), scores +-1."""
+    k = np.array([[0.0, 2.0**500], [0.0, -(2.0**500)]])
+
+    def bound(a):
+        return module._log_score_bound(np.array([[a, 2.0**-500]]), k, None)
+
+    lo, hi = 1e150, 1e160
+    while True:
+        mid = math.exp((math.log(lo) + math.log(hi)) / 2) if hi / lo > 1.0001 else lo / 2 + hi / 2
+        if mid in (lo, hi):
+            break
+        lo, hi = (lo, mid) if bound(mid) >= log_target else (mid, hi)
+    assert bound(hi) == log_target  # hit exactly (the bound steps through every float near it)
+    return np.array([[hi, 2.0**-500]]), k
+
+
+def test_a_bound_of_exactly_the_largest_float_over_e_squared_takes_the_ordinary_path(monkeypatch):
+    """_fit_scores: the scores are formed in a wider dtype only when the bound B comes *beyond*
+    max / e**2; at B = max / e**2 exactly (an input found by search) the ordinary path forms them
+    in float64, as at every smaller bound.  Kills ``log_bound <= log_max - 2`` -> ``log_bound <
+    log_max - 2`` in _fit_scores, where long double is wider than float64 (elsewhere the mutant
+    divides q by 2**0 and is the same function).  That mutant had been explained as equivalent
+    before the wide route existed."""
+    def refuse(*args):
+        raise AssertionError("the wide route was taken")
+
+    monkeypatch.setattr(module, "_wide_scores", refuse)
+    q, k = bound_exactly(math.log(float(np.finfo(np.float64).max)) - 2)
+    w = [1 / (1 + math.exp(-2.0)), 1 / (1 + math.exp(2.0))]  # softmax(1, -1)
+    np.testing.assert_allclose(attention_weights(q, k, scale=1.0), [w], rtol=4e-15)
+    np.testing.assert_allclose(attention(q, k, np.array([[3.0], [-2.0]]), scale=1.0), [[3 * w[0] - 2 * w[1]]], rtol=4e-15)
