@@ -604,11 +604,11 @@ def _log_max_row_norm(x):
     the rows first divided by a power of two ``2**e >= max |x|`` (exact), so
     that the sums can neither overflow nor lose the largest entries to underflow.
     """
-    log_max, log_tiny, eps = _limits(x.dtype)
-    slack = x.shape[-1] * eps  # the computed sum of k squares is within 1 + k eps
+    info = np.finfo(x.dtype)
+    slack = x.shape[-1] * float(info.eps)  # the computed sum of k squares is within 1 + k eps
     squares = np.einsum("...k,...k->...", x, x)  # einsum sets no FP warnings
     squares = squares.max() if squares.size else 0.0
-    if log_tiny <= _log(squares) < math.inf:
+    if info.tiny <= squares < math.inf:  # compared as numbers: a float32 log could round across the limit
         return 0.5 * _log(squares) + slack
     top = np.max(np.abs(x), initial=0)
     if not top > 0:
@@ -655,7 +655,7 @@ def _fit_scores(q, k, bias, log_bound):
     log_max = _limits(q.dtype)[0]
     if log_bound <= log_max - 2 or log_bound == math.inf:  # inf: an infinite q or k, for validation
         return q, bias, 1.0, None
-    wide = _wide_dtype(q.dtype, q.shape[-1])
+    wide = _wide_dtype(q.dtype)
     if wide is not None:
         return q, bias, 1.0, wide
     j = math.ceil((log_bound - log_max + 2) / math.log(2.0))
@@ -667,20 +667,25 @@ def _fit_scores(q, k, bias, log_bound):
 SHIFT_INVARIANT = ("softmax", "l2")
 
 
-def _wide_dtype(dtype, width):
+def _wide_dtype(dtype):
     """The first of float64 and long double whose range holds every score of ``dtype`` numbers, or None.
 
-    A score of ``width`` products plus a bias, all of ``dtype``, is at most
-    ``(width + 1) max**2`` in magnitude, and a nonzero product is at least the
-    smallest subnormal squared: both must be normal numbers of the wide dtype.
-    Decided from ``finfo``: long double is float64 on some platforms, 80-bit
-    extended on x86-64 Linux, and IEEE quad on others.
+    A nonzero product of two ``dtype`` numbers is at least the smallest
+    subnormal squared, which must be a normal number of the wide dtype; that
+    is the whole test.  The other requirement, that a score of ``k`` products
+    plus a bias, at most ``(k + 1) max**2``, stay below the wide dtype's
+    largest float, follows from it for every width ``k`` below ``2**700``
+    (checked by the tests for the dtypes at hand): the test passes only for
+    float32 in float64 (``max**2 < 2**256`` against ``2**1024``) and for
+    float64 in 80-bit extended or IEEE quad (``2**2048`` against ``2**16384``).
+    Decided from ``finfo``: long double is float64 on some platforms (and
+    double-double, with float64's range, on others), 80-bit extended on x86-64
+    Linux, and IEEE quad elsewhere; neither candidate passes for long double
+    itself, and float16 never reaches here (it is computed in float32).
     """
-    log_max = _limits(dtype)[0]
     log_least = _log_beyond_float(np.finfo(dtype).smallest_subnormal)
     for wide in (np.float64, np.longdouble):
-        wide_max, wide_tiny, _ = _limits(wide)
-        if 2 * log_max + math.log(width + 1) < wide_max and wide_tiny <= 2 * log_least:
+        if _limits(wide)[1] <= 2 * log_least:
             return np.dtype(wide)
     return None
 
@@ -694,7 +699,9 @@ def _wide_scores(out, q, k_t, bias, removed, wide, shift):
     range of ``out``'s dtype becomes ``-inf``, whose exp is the correctly
     rounded 0.  Without ``shift`` (``"relu2"`` and ``"none"``, which the shift
     would change) a score beyond that range becomes ``+-inf``, as its exp or
-    square is beyond the range too.
+    square is beyond the range too.  Rows are never empty: the route is taken
+    only for a bound beyond the range, which needs a key (with no key, or no
+    query, the bound is 0), and attention never passes a block of no keys.
     """
     scores = np.empty(out.shape, dtype=wide)  # (..., n, m): out's shape, in the wide dtype
     np.matmul(q.astype(wide), k_t.astype(wide), out=scores)
@@ -703,11 +710,11 @@ def _wide_scores(out, q, k_t, bias, removed, wide, shift):
     if removed is not None:
         np.copyto(scores, -np.inf, where=removed)
     if shift:
-        top = np.max(scores, axis=-1, keepdims=True, initial=-np.inf)  # (..., n, 1)
+        top = np.max(scores, axis=-1, keepdims=True)  # (..., n, 1); a row is never empty here (see above)
         top[~np.isfinite(top)] = 0  # a row with nothing left stays -inf, not NaN
         scores -= top
     with np.errstate(over="ignore"):  # beyond out's range: +-inf, see above
-        np.copyto(out, scores, casting="unsafe")
+        np.copyto(out, scores)  # a narrowing float cast, which copyto's "same_kind" allows
 
 
 def _plan(log_bound, m, log_values, normalize, dtype):

@@ -633,9 +633,9 @@ def test_the_wide_dtype_is_chosen_from_finfo():
     """float32 scores are formed in float64; float64 ones in long double exactly where its range
     holds (k + 1) max**2 of float64; long double has nothing wider (the power-of-two fallback)."""
     wide = attention_module._wide_dtype
-    assert wide(np.dtype(np.float32), 64) == np.float64
-    assert wide(np.dtype(np.float64), 64) == (np.dtype(np.longdouble) if LONG_DOUBLE_WIDER else None)
-    assert wide(np.dtype(np.longdouble), 64) is None
+    assert wide(np.dtype(np.float32)) == np.float64
+    assert wide(np.dtype(np.float64)) == (np.dtype(np.longdouble) if LONG_DOUBLE_WIDER else None)
+    assert wide(np.dtype(np.longdouble)) is None
 
 
 def test_scores_in_range_never_take_the_wide_route(monkeypatch, rng):

@@ -1062,3 +1062,196 @@ def test_long_double_scores_beyond_its_largest_number_are_rescaled():
         warnings.simplefilter("error")
         w = attention_weights(q, k, scale=1.0)
     assert w.dtype == np.longdouble and w.tolist() == [[1.0, 0.0]]
+
+
+# ------------------------------------------------------------------ the wide route (scores beyond the range)
+
+
+LONG_DOUBLE_WIDER = float(np.log(np.finfo(np.longdouble).max)) > 2 * math.log(float(np.finfo(np.float64).max)) + 8
+WIDE_DTYPES = [np.float32] + ([np.float64] if LONG_DOUBLE_WIDER else [])
+
+
+def overflowing(dtype, q, k):
+    """``(q, k)`` with two more columns that leave every score as it is while the Cauchy-Schwarz
+    bound |q_i| |k_j| overflows ``dtype``: q gets (2**e, 0) and k gets (0, 2**e), e = 3/4 maxexp."""
+    e = 3 * int(np.finfo(dtype).maxexp) // 4
+    q, k = np.asarray(q, np.float64), np.asarray(k, np.float64)
+    n, m = q.shape[:-1], k.shape[:-1]
+    q = np.concatenate([q, np.full(n + (1,), 2.0**e), np.zeros(n + (1,))], axis=-1).astype(dtype)
+    k = np.concatenate([k, np.zeros(m + (1,)), np.full(m + (1,), 2.0**e)], axis=-1).astype(dtype)
+    assert module._log_score_bound(q, k, None) > math.log(float(np.finfo(dtype).max))  # the wide route
+    return q, k
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.longdouble])
+def test_the_wide_dtype_holds_every_score_of_any_width(dtype):
+    """_wide_dtype's docstring: its one test (the smallest subnormal squared is normal in the wide
+    dtype) also gives the range for every score of width below 2**700, (k + 1) max**2 < wide max;
+    long double has nothing wider.  Checked here on this platform's dtypes."""
+    wide = module._wide_dtype(np.dtype(dtype))
+    if np.dtype(dtype) == np.longdouble:
+        assert wide is None
+        return
+    if wide is None:  # float64 where long double is not wider
+        assert np.dtype(dtype) == np.float64 and not LONG_DOUBLE_WIDER
+        return
+    info, winfo = np.finfo(dtype), np.finfo(wide)
+    log = module._log_beyond_float
+    assert 2 * log(info.max) + 700 * math.log(2.0) < log(winfo.max)
+    assert 2 * log(info.smallest_subnormal) >= log(winfo.tiny)
+
+
+@pytest.mark.parametrize("dtype", WIDE_DTYPES)
+@pytest.mark.parametrize("normalize", ["softmax", "l2", "relu2"])
+def test_batched_scores_of_an_overflowing_bound_match_each_slice(dtype, normalize):
+    """Batch axes on the wide route: every (batch, head) slice equals the call on that slice alone
+    (2-D, where the last axis is axis 1 too; the 2-D results are checked against exact references
+    in test_numerics).  Kills in _wide_scores the row maximum ``np.max(scores, axis=-1, ...)`` ->
+    ``axis=+1`` (the maximum over the rows of a slice, a shift that differs between the keys), and
+    in attention_weights ``np.swapaxes(k, -1, -2)`` -> ``np.swapaxes(k, +1, -2)`` (k untransposed)."""
+    rng = np.random.default_rng(31)
+    q, k = overflowing(dtype, rng.uniform(-3, 3, (2, 3, 4, 2)), rng.uniform(-3, 3, (2, 3, 5, 2)))
+    v = rng.uniform(-3, 3, (2, 3, 5, 2)).astype(dtype)
+    a, out = attention_weights(q, k, scale=1.0, normalize=normalize), attention(q, k, v, scale=1.0, normalize=normalize)
+    for i in np.ndindex(2, 3):
+        np.testing.assert_array_equal(a[i], attention_weights(q[i], k[i], scale=1.0, normalize=normalize))
+        np.testing.assert_allclose(out[i], attention(q[i], k[i], v[i], scale=1.0, normalize=normalize),
+                                   rtol=50 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("dtype", WIDE_DTYPES)
+def test_a_key_masked_for_one_row_of_a_block_never_sets_that_rows_shift(dtype):
+    """attention on the wide route with a mask that removes the big key (score big**2, 1e38 or
+    1e600) for one row only, while another row of the same block attends it: the block keeps the
+    key (no key skipping), and only the mask stops it from being that row's maximum (otherwise
+    the row's other scores, shifted by big**2, all give exp = 0 and the row is 0).  Also with
+    ``causal``, where the row's big key is removed by the mask, not by causality.  The answers
+    are exact softmax averages.  Kills in attention ``removed = None if mask_b is None else
+    np.logical_not(mask_b)`` -> ``removed = None`` and -> ``None if (mask_b is None) or True ...``,
+    and ``removed = future if removed is None else removed | future`` -> ``future if (removed is
+    None) or True ...`` (the mask dropped when causal)."""
+    big_q, e = {np.float32: (1e19, 106), np.float64: (1e300, 999)}[dtype]
+    small = 3 * 2.0 ** -(e + 2)  # scores +-0.75 with the keys (0, +-2**e)
+    q = np.array([[big_q, small]] * 3, dtype)
+    k = np.array([[0.0, 2.0**e], [0.0, -(2.0**e)], [big_q, 0.0]], dtype)  # key 2: score big_q**2
+    v = np.array([[3.0], [-2.0], [7.0]], dtype)
+    w = 1 / (1 + math.exp(-1.5))  # softmax(0.75, -0.75)[0]
+    pair = w * 3.0 + (1 - w) * -2.0
+    rtol = 8 * np.finfo(dtype).eps
+    keep = np.array([[True, True, False], [True, True, True], [True, True, True]])
+    np.testing.assert_allclose(attention(q, k, v, mask=keep, scale=1.0)[:, 0], [pair, 7.0, 7.0], rtol=rtol)
+    keep = np.array([[True, True, True], [True, True, True], [True, True, False]])
+    np.testing.assert_allclose(attention(q, k, v, mask=keep, causal=True, scale=1.0)[:, 0], [3.0, pair, pair],
+                               rtol=rtol)
+
+
+def test_the_wide_route_normalises_in_the_work_dtype_like_the_ordinary_path():
+    """Scores that are exact small integers give the same float32 weights, bit for bit, whether
+    the bound is ordinary or overflows (the wide route shifts them exactly, then normalises in
+    float32 as the ordinary path does: attention_weights' Notes, "computed in at least float32",
+    and attention's, "only the shifted scores ... are rounded to the work dtype").  Kills in
+    attention_weights ``scores = np.empty(shape, dtype=q.dtype)`` -> ``dtype=None`` and the
+    dtype omitted (float64 scores: the weights normalised in float64, then rounded)."""
+    q = np.array([[1.0, 2.0], [3.0, -1.0], [0.0, 1.0], [2.0, 2.0]])
+    k = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 2.0], [2.0, -1.0]])
+    wq, wk = overflowing(np.float32, q, k)
+    for normalize in ("softmax", "l2"):
+        want = attention_weights(q.astype(np.float32), k.astype(np.float32), scale=1.0, normalize=normalize)
+        got = attention_weights(wq, wk, scale=1.0, normalize=normalize)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_relu2_row_beyond_the_range_leaves_the_other_rows_as_they_are():
+    """relu2 in attention: row 0's relu(s)**2 = 4e38 is beyond float32 (inf, the correct rounding),
+    row 1's is 9, times v = 5: 45 exactly.  No rescue is planned for relu2.  Kills in attention
+    ``shift, gain, rescue = True, 0, 0`` -> ``rescue 1`` (an overflow anywhere recomputes the
+    block with 2 v, and relu2 has no denominator to undo the 2: row 1 gives 90)."""
+    f32 = np.float32
+    q, k, v = np.array([[2e19], [3.0]], f32), np.array([[1.0]], f32), np.array([[5.0]], f32)
+    with np.errstate(over="ignore"):
+        out = attention(q, k, v, scale=1.0, normalize="relu2")
+    assert out[0, 0] == np.inf and out[1, 0] == 45.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_whose_largest_sum_of_squares_is_the_smallest_normal_are_not_scaled(dtype):
+    """_log_max_row_norm's docstring: rows are scaled first only when the largest sum of squares
+    falls *below* the smallest normal float (or overflows).  Four entries 2**(e/2 - 1) (e the
+    exponent of the smallest normal) have the sum of squares 2**e exactly, a normal number: the
+    bound is 0.5 log(that sum) + k eps, the sum as numpy computes it.  Kills
+    ``info.tiny <= squares`` -> ``info.tiny < squares`` (the scaled route's bound, off by the
+    rounding of its float32 logarithms).  The same test found the earlier comparison of logarithms,
+    ``log_tiny <= _log(squares)``, wrong for float32: the float32 log of the smallest normal rounds
+    below math.log of it, so such rows were scaled."""
+    e = int(np.finfo(dtype).minexp)  # tiny = 2**e
+    for x in (np.full((2, 4), 2.0 ** (e // 2 - 1), dtype), np.array([[2.0 ** (e // 2)], [0.0]], dtype)):
+        squares = np.max(np.einsum("...k,...k->...", x, x))
+        assert squares == np.finfo(dtype).tiny
+        want = 0.5 * float(np.log(squares)) + x.shape[-1] * float(np.finfo(dtype).eps)
+        assert module._log_max_row_norm(x) == want
+
+
+def test_values_are_scaled_on_the_unshifted_route_unless_no_product_can_underflow(monkeypatch):
+    """attention's Notes: on the unshifted route v is multiplied by 2**g (g = ceil(B / ln 2)),
+    except that with min |v| >= e**(B + 1) T no product e**s v can underflow and g = 0 saves
+    scaling V.  One float32 key, score -4 (B = 4, g = 6): min |v| = e**(B + 0.5) T is scaled,
+    e**(B + 1.5) T is not (watched where np.ldexp is called with an array); the output is v
+    either way.  Kills ``log_vmin >= ... + math.exp(log_bound) + 1`` -> ``... - 1`` (v below the
+    documented limit left unscaled, its products e**s v in the subnormals)."""
+    scaled = []
+    real = np.ldexp
+
+    def watching(x, e, *args, **kwargs):
+        if np.ndim(x) > 0:
+            scaled.append(int(np.max(e)))
+        return real(x, e, *args, **kwargs)
+
+    monkeypatch.setattr(np, "ldexp", watching)
+    f32 = np.float32
+    q, k = np.array([[2.0]], f32), np.array([[-2.0]], f32)
+    bound = math.exp(module._log_score_bound(q, k, None))
+    assert 4 <= bound < 4.001
+    log_tiny = math.log(float(np.finfo(f32).tiny))
+    for margin, want in ((0.5, [6]), (1.5, [])):
+        scaled.clear()
+        v = np.array([[math.exp(log_tiny + bound + margin)]], f32)
+        out = attention(q, k, v, scale=1.0)
+        np.testing.assert_allclose(out, v, rtol=4 * np.finfo(f32).eps)
+        assert scaled == want, (margin, scaled)
+
+
+def bound_exactly(log_target):
+    """``(q, k)`` of float64 whose computed score bound is exactly ``log_target``, found by bisection
+    on q's large entry (the bound is nondecreasing in it): q = (A, 2**-500) against the keys
+    (0, +-2**500), scores +-1."""
+    k = np.array([[0.0, 2.0**500], [0.0, -(2.0**500)]])
+
+    def bound(a):
+        return module._log_score_bound(np.array([[a, 2.0**-500]]), k, None)
+
+    lo, hi = 1e150, 1e160
+    while True:
+        mid = math.exp((math.log(lo) + math.log(hi)) / 2) if hi / lo > 1.0001 else lo / 2 + hi / 2
+        if mid in (lo, hi):
+            break
+        lo, hi = (lo, mid) if bound(mid) >= log_target else (mid, hi)
+    assert bound(hi) == log_target  # hit exactly (the bound steps through every float near it)
+    return np.array([[hi, 2.0**-500]]), k
+
+
+def test_a_bound_of_exactly_the_largest_float_over_e_squared_takes_the_ordinary_path(monkeypatch):
+    """_fit_scores: the scores are formed in a wider dtype only when the bound B comes *beyond*
+    max / e**2; at B = max / e**2 exactly (an input found by search) the ordinary path forms them
+    in float64, as at every smaller bound.  Kills ``log_bound <= log_max - 2`` -> ``log_bound <
+    log_max - 2`` in _fit_scores, where long double is wider than float64 (elsewhere the mutant
+    divides q by 2**0 and is the same function).  That mutant had been explained as equivalent
+    before the wide route existed."""
+    def refuse(*args):
+        raise AssertionError("the wide route was taken")
+
+    monkeypatch.setattr(module, "_wide_scores", refuse)
+    q, k = bound_exactly(math.log(float(np.finfo(np.float64).max)) - 2)
+    w = [1 / (1 + math.exp(-2.0)), 1 / (1 + math.exp(2.0))]  # softmax(1, -1)
+    np.testing.assert_allclose(attention_weights(q, k, scale=1.0), [w], rtol=4e-15)
+    np.testing.assert_allclose(attention(q, k, np.array([[3.0], [-2.0]]), scale=1.0), [[3 * w[0] - 2 * w[1]]], rtol=4e-15)

@@ -1,12 +1,13 @@
 """attncore._softmax: checks added to kill surviving mutants (see the appendix "How strong is the evidence")."""
 
 import re
+import warnings
 import sys
 
 import numpy as np
 import pytest
 
-from attncore import softmax
+from attncore import attention_weights, softmax
 from strength import raises_naming, traced_peak
 
 attention_module = sys.modules["attncore._attention"]
@@ -218,3 +219,20 @@ def test_numerators_reject_an_unknown_kind_by_name():
 
     with pytest.raises(ValueError, match=r"^normalize must be one of softmax, l2, relu2, none, got 'bogus'$"):
         _numerators_inplace(np.zeros((2, 2)), "bogus")
+
+
+def test_relu2_and_none_scores_restored_beyond_the_range_warn_nothing(monkeypatch):
+    """The power-of-two fallback (forced: no wider dtype) divides q by 2**j and passes 2**-j as the
+    temperature; relu2 and none divide the scores by it again, and a score beyond float32 (1e39)
+    becomes inf there, the correct rounding: relu(s)**2 / m is inf, with no warning, and none
+    raises its documented ValueError, not a RuntimeWarning.  Kills in _numerators_inplace
+    ``np.errstate(over="ignore")`` -> ``np.errstate(over=None)`` (numpy's overflow warning escapes)."""
+    monkeypatch.setattr(attention_module, "_wide_dtype", lambda *args: None)
+    f32 = np.float32
+    q, k = np.array([[1e20], [2e-19]], f32), np.array([[1e19]], f32)  # scores 1e39 and 2
+    with np.errstate(over="warn"), warnings.catch_warnings():  # numpy's default for overflow
+        warnings.simplefilter("error")
+        a = attention_weights(q, k, scale=1.0, normalize="relu2")
+        assert a[0, 0] == np.inf and a.dtype == f32 and abs(a[1, 0] - 4.0) < 1e-5
+        with pytest.raises(ValueError, match="too large for exp"):
+            attention_weights(q, k, scale=1.0, normalize="none")
