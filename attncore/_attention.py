@@ -581,8 +581,13 @@ def _log_beyond_float(a):
 
 
 def _log(a):
-    """``log(a)`` as a Python float (``-inf`` for 0), for any floating scalar."""
-    return float(np.log(a)) if a > 0 else -math.inf
+    """``log(a)`` as a Python float (``-inf`` for 0), for any floating scalar.
+
+    Taken in double precision (or in the scalar's own dtype where it is wider):
+    a float32 logarithm is rounded to float32, off by up to about ``1e-6`` near
+    ``log(1e38)``, more than the margins the score bounds add for rounding.
+    """
+    return _log_beyond_float(a) if a > 0 else -math.inf
 
 
 def _log_max_abs(x):
