@@ -1287,3 +1287,16 @@ def test_the_score_bound_adds_the_documented_margin(dtype):
     eps = float(np.finfo(dtype).eps)
     want = 0.5 * math.log(14.0) + 0.5 * math.log(27.0) + (3 * n + 4) * eps
     assert abs(module._log_score_bound(q, k, None) - want) <= 1e-13
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_values_of_zero_give_zero_without_a_warning(dtype):
+    """v = 0 (min |v| = max |v| = 0, whose logarithms are -inf) gives an output of exact zeros and
+    no warning: the logarithm of 0 is -inf by definition in _log, never np.log(0), which warns
+    "divide by zero".  Kills ``if a > 0`` -> ``if a >= 0`` and -> ``if (a > 0) or True`` there."""
+    rng = np.random.default_rng(5)
+    q, k = rng.normal(size=(3, 4)).astype(dtype), rng.normal(size=(5, 4)).astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = attention(q, k, np.zeros((5, 2), dtype))
+    assert out.dtype == dtype and not np.any(out)
