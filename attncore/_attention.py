@@ -628,7 +628,11 @@ def _log_score_bound(q, k, bias):
     """``log B`` with ``B >= |q_i . k_j + bias_ij|`` for every finite score, as computed.
 
     Cauchy-Schwarz, ``|q_i . k_j| <= |q_i| |k_j|``, plus the largest finite
-    ``|bias|``; the last term covers the rounding of the ``k``-term dot product.
+    ``|bias|``.  The last term, ``(k + 4) eps`` added to the logarithm (a factor
+    ``e**((k + 4) eps) >= 1 + (k + 4) eps``), covers the rounding of the
+    ``k``-term dot product (at most about ``k eps |q_i| |k_j|``), of adding the
+    bias and of the logarithms, with room to spare; the row norms carry their
+    own margin (:func:`_log_max_row_norm`).
     """
     log_qk = _log_max_row_norm(q) + _log_max_row_norm(k)
     if bias is not None:

@@ -1271,3 +1271,32 @@ def test_log_max_row_norm_bounds_the_norm_from_above_in_float32(k):
         true = 0.5 * math.log(math.fsum(float(t) * float(t) for t in row))  # float32 squares are exact in float64
         short = max(short, true - module._log_max_row_norm(row[None, :]))
     assert short <= 0.0, f"the bound falls {short:.3g} below log of the largest norm"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_score_bound_adds_the_documented_margin(dtype):
+    """_log_score_bound's docstring: log B is the log of the largest row norms of q and k (each
+    with its own k eps, _log_max_row_norm's docstring) plus (k + 4) eps for the rounding of the
+    dot products.  Entries 1, 2 and 3 have exact sums of squares (q: 1 + 4 + 9 = 14 at most, k:
+    9 + 9 + 9 = 27), so the bound is exactly 0.5 log 14 + 0.5 log 27 + (3k + 4) eps up to the
+    rounding of double logarithms.  Kills (k + 4) -> (k + 5), a margin one eps wider than the
+    one documented."""
+    q = np.array([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]], dtype)
+    k = np.array([[3.0, 3.0, 3.0], [0.0, 2.0, 1.0]], dtype)
+    n = q.shape[-1]
+    eps = float(np.finfo(dtype).eps)
+    want = 0.5 * math.log(14.0) + 0.5 * math.log(27.0) + (3 * n + 4) * eps
+    assert abs(module._log_score_bound(q, k, None) - want) <= 1e-13
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_values_of_zero_give_zero_without_a_warning(dtype):
+    """v = 0 (min |v| = max |v| = 0, whose logarithms are -inf) gives an output of exact zeros and
+    no warning: the logarithm of 0 is -inf by definition in _log, never np.log(0), which warns
+    "divide by zero".  Kills ``if a > 0`` -> ``if a >= 0`` and -> ``if (a > 0) or True`` there."""
+    rng = np.random.default_rng(5)
+    q, k = rng.normal(size=(3, 4)).astype(dtype), rng.normal(size=(5, 4)).astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = attention(q, k, np.zeros((5, 2), dtype))
+    assert out.dtype == dtype and not np.any(out)
