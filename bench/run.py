@@ -72,6 +72,7 @@ import numpy as np  # noqa: E402
 
 import attncore  # noqa: E402
 from attncore import attention, attention_weights, causal_mask, multi_head_attention, softmax  # noqa: E402
+from attncore._attention import _block_layout  # noqa: E402  (the blocks attention computes, for its own floors)
 from attncore._kernels import gaussian_features, linear_attention, positive_random_features  # noqa: E402
 
 try:
@@ -309,8 +310,6 @@ def blocked_matmuls(q, k, v):
     of ``K^T`` from 1024 query rows on, scores kept in one block buffer.  Without the
     exponentials and the divisions, this is the floor of attncore's own design: attention
     cannot take less time than the products it makes."""
-    from attncore._attention import _block_layout
-
     q3, k3, v3 = (a.reshape((-1,) + a.shape[-2:]) for a in (q, k, v))  # (slices, rows, width)
     n, m = q3.shape[-2], k3.shape[-2]
     rows, group = _block_layout(n, m, q3.shape[0], q.dtype.itemsize, False)
@@ -390,8 +389,6 @@ def block_exp(q, k):
     """``exp`` of all ``n x m`` scores, a block of attncore's size at a time (its
     ``_block_layout``), from one block of real scaled scores into another: the exponentials
     as attention computes them, in cache, without the products around them."""
-    from attncore._attention import _block_layout
-
     n, m = q.shape[-2], k.shape[-2]
     rows, _ = _block_layout(n, m, 1, q.dtype.itemsize, False)
     scores = (q[:rows] @ k.T) / math.sqrt(q.shape[-1])  # (rows, m): one block of scaled scores, q's dtype
