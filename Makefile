@@ -8,23 +8,28 @@ STAMP  := $(VENV)/.installed
 # The venv's tools come first, so notebook kernels start from the venv's python.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export PYTHONHASHSEED := 0
-# fixed dates in generated files (matplotlib's SVG/PDF metadata), so a rerun changes nothing
-export SOURCE_DATE_EPOCH := 0
+# fixed dates in generated files (matplotlib's SVG/PDF metadata), so a rerun changes nothing:
+# 2026-01-01T00:00:00Z, the edition's year (Sphinx writes this year into the copyright footer;
+# 0 would make every page say 1970)
+export SOURCE_DATE_EPOCH := 1767225600
 
-.PHONY: help setup book test check lint pair notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
+.PHONY: help setup hooks book test check lint pair notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
 
 help:
 	@echo "make book       set up .venv, execute the notebooks, build the website in _build/html"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
 	@echo "make check      the fast inner loop: doctests, unit and property tests (no notebooks, no book)"
 	@echo "make lint       ruff check (configured in pyproject.toml; also run by make test)"
-	@echo "make notebook NB=notebooks/NAME.ipynb   refresh one notebook's outputs and text twin, then nbval-check it"
-	@echo "make pair       write the MyST text twin notebooks/NAME.md of every notebook (jupytext)"
+	@echo "make notebook NB=notebooks/NAME.ipynb   (or NAME.md) sync the notebook with its text twin, re-execute it,"
+	@echo "                store its outputs, then nbval-check it: the one command after editing either file"
+	@echo "make pair       sync every notebook with its MyST text twin notebooks/NAME.md, both ways (no execution)"
 	@echo "make bench      installs torch (requirements-bench.txt), times attncore against it and its bounds:"
 	@echo "                bench/results.json, bench/tables, bench/figures, PASS/FAIL per target (a few minutes)"
 	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
 	@echo "                slow: about 30 mutants a minute on a quiet 2-core machine (3 when busy), hours for all ~6,000;"
 	@echo "                make mutate MODULES=_attention runs one module's mutants and merges the results"
+	@echo "make hooks      install pre-commit (requirements-hooks.txt) and its git hook: each commit runs ruff --fix,"
+	@echo "                syncs edited notebooks with their text twins and normalises them (.pre-commit-config.yaml)"
 	@echo "make lab        open the notebooks in JupyterLab (options: make lab LAB_OPTS=--allow-root)"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
 	@echo "make notebook-headers   write every notebook's canonical setup cell and metadata (no execution)"
@@ -57,10 +62,13 @@ test: lint $(AXE)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-# Each notebook has a text twin (MyST Markdown, no outputs) beside it, so a change to a
-# notebook reads as a diff; tests/test_notebook_files.py fails when a twin is out of date.
+# Each notebook is paired with a text twin (MyST Markdown, no outputs) beside it: jupytext's
+# `formats: ipynb,md:myst` in both files. Edit either one; `jupytext --sync` carries the edit
+# of the newer file to the other (outputs stay in the .ipynb), and the normalisation keeps the
+# .ipynb in JupyterLab's form. tests/test_notebook_files.py fails when the two disagree.
 pair: $(STAMP)
-	$(BIN)/jupytext --quiet --to md:myst notebooks/*.ipynb
+	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
+	$(NORMALISE)
 
 # The default addopts run nbval over the notebooks; the inner loop replaces them.
 FAST_OPTS := -o addopts="--doctest-modules --strict-markers -ra -p no:cacheprovider"
@@ -71,18 +79,22 @@ check: $(STAMP)
 # Refreshing stored outputs: `jupyter execute` (nbclient) runs the notebook in place;
 # nbclient records per-cell execution timestamps and its command line has no switch to
 # stop it, so they are dropped afterwards (a refresh then changes only what the run
-# changed); then the text twin is rewritten.
+# changed). Before the run, `jupytext --sync` takes the cells of whichever of the pair was
+# edited last; after it, the twin is rewritten from the executed notebook.
 EXECUTE := $(BIN)/jupyter execute --inplace --timeout=300
 # after a run: the canonical setup cell, JupyterLab's file form, no timestamps (scripts/notebook_header.py)
 NORMALISE := $(BIN)/python scripts/notebook_header.py
 
+# NB may name the notebook or its text twin: notebooks/NAME.ipynb or notebooks/NAME.md
+NBI = $(patsubst %.md,%.ipynb,$(NB))
 notebook: $(STAMP)
-	@test -n "$(NB)" || { echo "usage: make notebook NB=notebooks/NAME.ipynb"; exit 2; }
-	$(NORMALISE) $(NB)
-	$(EXECUTE) $(NB)
-	$(NORMALISE) $(NB)
-	$(BIN)/jupytext --quiet --to md:myst $(NB)
-	$(BIN)/python -m pytest -o addopts="--nbval --nbval-current-env -p no:cacheprovider" $(NB)
+	@test -n "$(NB)" || { echo "usage: make notebook NB=notebooks/NAME.ipynb (or NAME.md)"; exit 2; }
+	$(BIN)/jupytext --quiet --sync $(NBI)
+	$(NORMALISE) $(NBI)
+	$(EXECUTE) $(NBI)
+	$(NORMALISE) $(NBI)
+	$(BIN)/jupytext --quiet --sync $(NBI)
+	$(BIN)/python -m pytest -o addopts="--nbval --nbval-current-env -p no:cacheprovider" $(NBI)
 
 # The benchmark times attncore against PyTorch's CPU kernels: torch (requirements-bench.txt) goes
 # into the same .venv on top of requirements.txt, only for `make bench`.  BENCH_ARGS=--quick for a smoke test.
@@ -105,6 +117,16 @@ $(MUTATE_STAMP): $(STAMP) requirements-mutate.txt
 mutate: $(MUTATE_STAMP)
 	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2 $(if $(MODULES),--modules $(MODULES))
 
+# pre-commit (pinned in requirements-hooks.txt, into .venv) and its git hook; the hooks run
+# .venv's ruff, jupytext and scripts/notebook_header.py (.pre-commit-config.yaml).
+HOOKS_STAMP := $(VENV)/.hooks-installed
+$(HOOKS_STAMP): $(STAMP) requirements-hooks.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-hooks.txt -c requirements.txt
+	@touch $(HOOKS_STAMP)
+
+hooks: $(HOOKS_STAMP)
+	$(BIN)/pre-commit install
+
 # JupyterLab serves the repository root (so a notebook's link ../book/CHAPTER.md opens the
 # chapter) and starts in notebooks/. LAB_OPTS goes to JupyterLab unchanged, e.g.
 #   make lab LAB_OPTS=--allow-root          (as root, common in containers)
@@ -119,10 +141,11 @@ lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks $(LAB_OPTS)
 
 notebooks: $(STAMP)
+	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
 	$(NORMALISE) notebooks/*.ipynb
 	$(EXECUTE) notebooks/*.ipynb
 	$(NORMALISE) notebooks/*.ipynb
-	$(BIN)/jupytext --quiet --to md:myst notebooks/*.ipynb
+	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
 
 # the canonical setup cell and JupyterLab's metadata in every notebook (no execution)
 notebook-headers: $(STAMP)

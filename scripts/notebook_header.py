@@ -22,6 +22,9 @@ What this script does to each notebook (idempotent; re-run it after merging):
 - the kernelspec is the one JupyterLab writes for the ipykernel kernel (so
   opening a notebook does not rewrite it), and per-cell execution timestamps and
   widget state are dropped;
+- the notebook is paired with its MyST text twin ``notebooks/NAME.md``
+  (jupytext ``formats: ipynb,md:myst``), so that either file can be edited and
+  ``jupytext --sync`` (``make pair``) carries the edit to the other;
 - the file is written as JupyterLab writes it (nbformat: indent 1, sorted keys).
 
 With ``--check`` nothing is written; the exit code is 1 if any notebook would change.
@@ -41,6 +44,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SETUP_CELL_ID = "attncore-setup"
+# the pairing of every notebook with its text twin (jupytext), both ways
+FORMATS = "ipynb,md:myst"
 # the kernelspec JupyterLab stores for the ipykernel "python3" kernel
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 GLUE_IMPORT = re.compile(r"^[ \t]*from[ \t]+myst_nb[ \t]+import[ \t]+glue[ \t]*(#.*)?\n?", re.MULTILINE)
@@ -140,6 +145,7 @@ def normalise(nb) -> None:
         else:
             cell.execution_count = None
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata.setdefault("jupytext", {})["formats"] = FORMATS
     nb.metadata.pop("widgets", None)
 
 

@@ -62,3 +62,19 @@ def test_evidence_page_shows_the_mutation_results(book_build):
     assert re.search(r"<strong>Score: [\d.]+%</strong>", page)
     rows = re.findall(r"<td[^>]*><p><code[^>]*><span class=\"pre\">(_\w+)</span></code>", page)
     assert set(results["modules"]) <= set(rows), sorted(set(results["modules"]) - set(rows))
+
+
+@pytest.mark.book
+def test_footer_shows_the_editions_copyright_year(book_build):
+    """Sphinx replaces the copyright year by SOURCE_DATE_EPOCH's (the Makefile fixes it for
+    reproducible files): the footer must show _config.yml's year, not 1970 (epoch 0)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    assert book_build.returncode == 0
+    year = str(yaml.safe_load((Path(__file__).parent.parent / "_config.yml").read_text())["copyright"])
+    footer = re.search(r"(?:©|&copy;|&#169;)\s*Copyright\s*(\d{4})", (book_build.html / "index.html").read_text())
+    assert footer, "no copyright line in the footer of index.html"
+    assert footer.group(1) == year, f"the footer says {footer.group(1)}, _config.yml says {year}"

@@ -31,10 +31,48 @@ def test_text_twin_is_in_sync(path):
 
     twin = path.with_suffix(".md")
     expected = jupytext.writes(jupytext.read(path), fmt="md:myst")
-    assert twin.is_file(), f"{twin.name} is missing; run `make pair`"
-    assert twin.read_text(encoding="utf-8") == expected, (
-        f"{twin.name} is out of date with {path.name}; run `make pair`"
-    )
+    fix = f"run `make notebook NB=notebooks/{path.name}`, which syncs the newer of the two files into the other"
+    assert twin.is_file(), f"{twin.name} is missing; {fix}"
+    assert twin.read_text(encoding="utf-8") == expected, f"{twin.name} and {path.name} disagree; {fix}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_paired_both_ways(path):
+    """Both files carry jupytext's pairing, so an edit in either one can be synced to the other."""
+    import jupytext
+
+    for twin in (path, path.with_suffix(".md")):
+        formats = jupytext.read(twin).metadata.get("jupytext", {}).get("formats")
+        assert formats == notebook_header.FORMATS, (
+            f"{twin.name} is not paired (jupytext formats {formats!r}); "
+            "run `python scripts/notebook_header.py` and `make pair`"
+        )
+
+
+def test_an_edit_in_the_text_twin_reaches_the_notebook(tmp_path):
+    """The direction the one-way twins lacked: edit the .md, sync, and the .ipynb has the edit
+    with its stored outputs kept (jupytext --sync, as `make pair` and `make notebook` run it)."""
+    import os
+    import subprocess
+
+    import jupytext
+
+    source = NOTEBOOKS[0]
+    for suffix in (".ipynb", ".md"):
+        (tmp_path / source.with_suffix(suffix).name).write_bytes(source.with_suffix(suffix).read_bytes())
+    notebook, twin = tmp_path / source.name, tmp_path / source.with_suffix(".md").name
+    outputs_before = [c.get("outputs") for c in jupytext.read(notebook).cells if c.cell_type == "code"]
+    text = twin.read_text(encoding="utf-8")
+    edited = text.replace("\n# ", "\n# An edited title: ", 1)
+    assert edited != text
+    twin.write_text(edited, encoding="utf-8")
+    stamp = notebook.stat().st_mtime
+    os.utime(twin, (stamp + 10, stamp + 10))  # the twin is the newer file
+    jupytext_cli = Path(sys.executable).with_name("jupytext")
+    subprocess.run([str(jupytext_cli), "--quiet", "--sync", str(notebook)], check=True, capture_output=True)
+    synced = jupytext.read(notebook)
+    assert any(c.source.startswith("# An edited title: ") for c in synced.cells if c.cell_type == "markdown")
+    assert [c.get("outputs") for c in synced.cells if c.cell_type == "code"] == outputs_before
 
 
 def test_every_text_twin_has_a_notebook():

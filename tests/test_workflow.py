@@ -112,3 +112,28 @@ def test_mutation_merge_keeps_earlier_kills_and_never_invents_one():
         ("f__mutmut_5", "not run"), ("g__mutmut_1", "not run"), ("g__mutmut_2", "survived")]
     m, _ = merge(fresh, fresh_survivors, prev, prev_survivors)  # what the renewed set prevents
     assert m["killed"] == 5
+
+
+def test_pre_commit_hooks_run_the_pinned_tools_from_the_venv():
+    """`make hooks`: every hook is local and runs a tool requirements.txt pins (or a script of
+    the repository), so a commit needs no download; pre-commit itself is pinned."""
+    import shlex
+
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    pinned = {line.split("==")[0].lower() for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if "==" in line and not line.startswith("#")}
+    hooks = [hook for repo in config["repos"] for hook in repo["hooks"]]
+    assert {hook["id"] for hook in hooks} == {"ruff", "notebook-pair", "notebook-normalise"}
+    for repo in config["repos"]:
+        assert repo["repo"] == "local"
+    for hook in hooks:
+        program, *args = shlex.split(hook["entry"])
+        if program == ".venv/bin/python":
+            assert (ROOT / args[0]).is_file(), hook["id"]
+        else:
+            assert program.startswith(".venv/bin/") and program.removeprefix(".venv/bin/") in pinned, hook["id"]
+    hooks_pins = (ROOT / "requirements-hooks.txt").read_text()
+    assert "pre_commit==" in hooks_pins
+    assert "requirements-hooks.txt" in (ROOT / "Makefile").read_text()
