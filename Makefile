@@ -16,7 +16,8 @@ export SOURCE_DATE_EPOCH := 1767225600
 .PHONY: help setup hooks book test check lint pair notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
 
 help:
-	@echo "make book       set up .venv, execute the notebooks, build the website in _build/html"
+	@echo "make book       set up .venv, build the website in _build/html from the notebooks' stored outputs"
+	@echo "                (make test re-runs them), with attncore's wheel beside the pages"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
 	@echo "make check      the fast inner loop: doctests, unit and property tests (no notebooks, no book)"
 	@echo "make lint       ruff check (configured in pyproject.toml; also run by make test)"
@@ -53,8 +54,11 @@ $(AXE): package.json package-lock.json
 
 setup: $(STAMP) $(AXE)
 
+# the website from the notebooks' stored outputs (nbval in make test re-runs them), and
+# attncore's wheel beside its pages, which a downloaded notebook's setup cell installs
 book: $(STAMP)
 	$(BIN)/python scripts/build_book.py
+	$(BIN)/python scripts/build_wheel.py _build/html
 
 test: lint $(AXE)
 	$(BIN)/python -m pytest

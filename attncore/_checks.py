@@ -3,8 +3,8 @@
 Every public function of :mod:`attncore` calls these helpers before computing,
 so bad input raises an error that names the argument the caller passed, shows
 its value or shape, and says what was expected, instead of being broadcast or
-rounded into a wrong answer.  The policy (see DEVELOPERS.md, "Validation
-policy"):
+rounded into a wrong answer.  The policy (CONTRIBUTING.md, "What bad input
+gets"):
 
 * ``TypeError`` for the wrong kind of thing (a string or bool where a number
   is expected, a float where a count is expected, a non-float dtype),

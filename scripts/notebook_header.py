@@ -29,14 +29,14 @@ What this script does to each notebook (idempotent; re-run it after merging):
 
 With ``--check`` nothing is written; the exit code is 1 if any notebook would change.
 The repository address comes from ``_config.yml`` (``repository.url``), the
-package version from ``pyproject.toml``: both are set in one place only.
+package version from ``attncore/__init__.py``: both are set in one place only.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
-import tomllib
 from pathlib import Path
 
 import nbformat
@@ -67,7 +67,12 @@ def pages_url(repo: str | None = None) -> str:
 
 
 def package_version() -> str:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    """attncore's version, read from the one place it is written: ``__version__`` in its ``__init__``."""
+    tree = ast.parse((ROOT / "attncore" / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__version__"]:
+            return ast.literal_eval(node.value)
+    raise ValueError("attncore/__init__.py sets no __version__")
 
 
 def wheel_name() -> str:
@@ -82,12 +87,20 @@ def wheel_url() -> str:
 
 def setup_cell_source(wheel: str | None = None) -> str:
     """The canonical first code cell; ``wheel`` replaces the published wheel's address (tests)."""
+    wheel = wheel or wheel_url()
     return f'''\
-# Setup: installs attncore, this course's package, from the course website when it is missing (Colab, a download).
+# Setup: installs attncore, this course's package, when it is missing (Colab, a download).
 import importlib.util
 if importlib.util.find_spec("attncore") is None:
-    %pip install --quiet "attncore[notebooks] @ {wheel or wheel_url()}"
+    %pip install --quiet "attncore[notebooks] @ {wheel}"
     importlib.invalidate_caches()
+    if importlib.util.find_spec("attncore") is None:
+        raise ModuleNotFoundError(
+            "attncore is not installed, and installing it from the course website failed "
+            "(no network, or the site is not published; pip's message is above).\\n"
+            "In a clone of the course instead: `make wheel`, then\\n"
+            "    pip install '_build/html/{wheel_name()}[notebooks]'\\n"
+            "and restart the kernel.")
 try:
     from myst_nb import glue  # puts a value or a figure on a chapter page of the book
 except ModuleNotFoundError:  # outside the book's toolchain, glue just shows it
@@ -98,8 +111,10 @@ except ModuleNotFoundError:  # outside the book's toolchain, glue just shows it
 
 
 def setup_cell():
+    """The setup cell, folded: the book shows a "show code" toggle, JupyterLab a collapsed input."""
     cell = nbformat.v4.new_code_cell(setup_cell_source())
     cell.id = SETUP_CELL_ID
+    cell.metadata = {"tags": ["hide-input"], "jupyter": {"source_hidden": True}}
     return cell
 
 

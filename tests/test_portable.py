@@ -81,14 +81,27 @@ def test_downloaded_notebook_runs_in_a_fresh_environment(tmp_path):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     setup = next(c for c in nb.cells if c.cell_type == "code")
     assert setup.source == notebook_header.setup_cell_source()
-    setup.source = setup.source.replace(notebook_header.wheel_url(), wheel.as_uri())
-    assert wheel.as_uri() in setup.source
     for cell in nb.cells:  # a download carries the stored outputs; the run replaces them
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     target = work / NOTEBOOK.name
-    nbformat.write(nb, target)
     (tmp_path / "run.py").write_text(RUNNER)
+
+    # The website cannot be reached (here: a wheel address that does not exist): the setup
+    # cell itself stops, saying what failed and what to do, not a later cell's import.
+    published = setup.source
+    setup.source = published.replace(notebook_header.wheel_url(), (tmp_path / "nowhere.whl").as_uri())
+    nbformat.write(nb, target)
+    proc = subprocess.run([str(python), str(tmp_path / "run.py"), str(target)], cwd=work, env=env,
+                          capture_output=True, text=True)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0, said[-3000:]
+    assert "installing it from the course website failed" in said and "make wheel" in said, said[-3000:]
+    assert "No module named" not in said, "a later cell failed instead of the setup cell: " + said[-3000:]
+
+    setup.source = published.replace(notebook_header.wheel_url(), wheel.as_uri())
+    assert wheel.as_uri() in setup.source
+    nbformat.write(nb, target)
     proc = subprocess.run([str(python), str(tmp_path / "run.py"), str(target)], cwd=work, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]

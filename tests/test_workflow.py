@@ -137,3 +137,22 @@ def test_pre_commit_hooks_run_the_pinned_tools_from_the_venv():
     hooks_pins = (ROOT / "requirements-hooks.txt").read_text()
     assert "pre_commit==" in hooks_pins
     assert "requirements-hooks.txt" in (ROOT / "Makefile").read_text()
+
+
+def test_the_version_is_written_once_and_the_citation_and_changelog_follow_it():
+    """attncore.__version__ is the one place; pyproject reads it, CITATION.cff and the CHANGELOG agree."""
+    import re
+    import tomllib
+
+    import yaml
+
+    import attncore
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert str(citation["version"]) == attncore.__version__
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    released = re.findall(r"^## (\d+\.\d+\.\d+) - (\d{4}-\d{2}-\d{2})$", changelog, re.M)
+    assert released and released[0][0] == attncore.__version__, released[:1]
+    assert str(citation["date-released"]) == released[0][1]
