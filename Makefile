@@ -19,7 +19,8 @@ help:
 	@echo "make book       set up .venv, build the website in _build/html from the notebooks' stored outputs"
 	@echo "                (make test re-runs them), with attncore's wheel beside the pages"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
-	@echo "make check      the fast inner loop: doctests, unit and property tests (no notebooks, no book)"
+	@echo "make check      the fast inner loop (under a minute): doctests, unit and property tests on every core,"
+	@echo "                fewer hypothesis examples; no notebooks, no book, no portable run (make test has them)"
 	@echo "make lint       ruff check (configured in pyproject.toml; also run by make test)"
 	@echo "make notebook NB=notebooks/NAME.ipynb   (or NAME.md) sync the notebook with its text twin, re-execute it,"
 	@echo "                store its outputs, then nbval-check it: the one command after editing either file"
@@ -74,11 +75,15 @@ pair: $(STAMP)
 	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
 	$(NORMALISE)
 
-# The default addopts run nbval over the notebooks; the inner loop replaces them.
-FAST_OPTS := -o addopts="--doctest-modules --strict-markers -ra -p no:cacheprovider"
+# The default addopts run nbval over the notebooks; the inner loop replaces them, spreads the
+# tests over every core (pytest-xdist) and runs each property over fewer examples (hypothesis
+# profile "fast", tests/conftest.py). What it leaves to make test: the notebooks, the book and
+# site builds, and the portable-notebook run (a fresh virtual environment).
+FAST_OPTS := -o addopts="--doctest-modules --strict-markers -ra -p no:cacheprovider" -n auto -q
 
 check: $(STAMP)
-	$(BIN)/python -m pytest $(FAST_OPTS) attncore tests --ignore=tests/test_site.py --ignore=tests/test_book.py
+	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest $(FAST_OPTS) attncore tests \
+	  --ignore=tests/test_site.py --ignore=tests/test_book.py --ignore=tests/test_portable.py
 
 # Refreshing stored outputs: `jupyter execute` (nbclient) runs the notebook in place;
 # nbclient records per-cell execution timestamps and its command line has no switch to

@@ -17,7 +17,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", max_examples=60, deadline=None)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+# `make check`, the inner loop: the same properties over fewer examples (make test and CI run
+# the full profiles above); HYPOTHESIS_PROFILE chooses, as in hypothesis's own docs.
+settings.register_profile(
+    "fast", max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture
