@@ -109,6 +109,7 @@ GOOD = {
         ({"corrects": {"slip": "writes j twice", "fix": "  "}}, "corrects.fix: '  ' does not match"),
         ({"corrects": {"slip": "x", "fix": "y", "why": "z"}}, "Additional properties are not allowed"),
         ({"note": 42}, "note: 42 is not of type 'string'"),
+        ({"corrects": {"slip": "x", "fix": "y", "of": "notes.txt"}}, "corrects.of 'notes.txt' is not a listed"),
     ],
 )
 def test_checker_catches_broken_entries(ledger, change, expected):
@@ -406,6 +407,15 @@ def test_known_corrections_are_on_the_errata_page(ledger, cid):
     assert row.get("corrects") or row["verdict"] in ("refuted", "qualified")
 
 
+def test_a_correction_of_a_source_document_is_listed_under_it(ledger):
+    """scaling-purpose rests on the Transformer paper but corrects the lecture notes."""
+    from claims_ledger import errata_source
+
+    row = next(c for c in ledger["claims"] if c["id"] == "scaling-purpose")
+    assert row["source"] not in ledger["sources"]
+    assert errata_source(row) in ledger["sources"]
+
+
 def test_one_source_sentence_has_one_verdict(ledger):
     """The RoPE sentence on complex numbers was once two rows with two verdicts."""
     ids = {c["id"] for c in ledger["claims"]}
@@ -457,7 +467,7 @@ def test_source_file_pattern_matches_every_seed_name():
 
 def _built_site():
     html = Path(os.environ.get("BOOK_OUTPUT", ROOT)) / "_build" / "html"
-    errata = html / "appendix" / "errata.html"
+    errata = html / "book" / "appendix" / "errata.html"
     inputs = [ROOT / "book" / "claims.yml", ROOT / "book" / "references.bib", ROOT / "book" / "_ext" / "claims_ledger.py"]
     if not errata.is_file() or errata.stat().st_mtime < max(p.stat().st_mtime for p in inputs):
         pytest.skip("no build of the book newer than the ledger (scripts/build_book.py)")
@@ -472,6 +482,6 @@ def test_built_pages_name_no_source_file():
 
 
 def test_built_errata_page_lists_every_row(ledger):
-    text = (_built_site() / "appendix" / "errata.html").read_text(encoding="utf-8")
+    text = (_built_site() / "book" / "appendix" / "errata.html").read_text(encoding="utf-8")
     missing = [c["id"] for c in errata_rows(ledger) if f'href="claims.html#claim-{c["id"]}"' not in text]
     assert not missing, missing

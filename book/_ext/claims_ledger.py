@@ -18,7 +18,9 @@ makes (or refutes) is an entry with a verdict and the evidence that backs it:
 
 A row of any verdict may carry ``corrects:``, a mapping with ``slip`` (what the
 source writes) and ``fix`` (what is right instead): a typo, a garbled formula,
-a misattribution, a reused letter.  The errata page lists every ``refuted`` and
+a misattribution, a reused letter.  When the row's ``source`` is a published
+work and the slip is a source document's, ``of`` names that document; the
+errata page lists the row under it.  The errata page lists every ``refuted`` and
 ``qualified`` row and every row with ``corrects:`` (:func:`errata_rows`), so a
 correction made under a ``checked``, ``proved`` or ``cited`` row is listed too;
 :func:`unmarked_corrections` finds rows whose text describes a slip of the
@@ -73,7 +75,7 @@ CLAIM_SCHEMA = {
             "type": "object",
             "required": ["slip", "fix"],
             "additionalProperties": False,
-            "properties": {"slip": _TEXT, "fix": _TEXT},
+            "properties": {"slip": _TEXT, "fix": _TEXT, "of": {"type": "string"}},
         },
     },
 }
@@ -459,6 +461,9 @@ def ledger_problems(root: Path, ledger: dict | None = None, strength: bool = Tru
             if field in entry and verdict != owner:
                 problems.append(f"{where}: '{field}:' belongs to {owner} claims only, not {verdict}")
         problems.extend(f"{where}: {p}" for p in schema_problems(entry))
+        corrects = entry.get("corrects")
+        if isinstance(corrects, dict) and "of" in corrects and corrects["of"] not in sources:
+            problems.append(f"{where}: corrects.of {corrects['of']!r} is not a listed source document")
         if verdict == "cited" and entry.get("reference") not in keys:
             problems.append(f"{where}: a cited claim needs a reference that is a references.bib key")
         missing_evidence = False
@@ -486,6 +491,11 @@ def schema_problems(entry: dict) -> list[str]:
     return problems
 
 
+def errata_source(entry: dict) -> str:
+    """The document whose slip a row corrects: ``corrects.of`` when given, else the row's source."""
+    return (entry.get("corrects") or {}).get("of") or entry["source"]
+
+
 def errata_rows(ledger: dict) -> list[dict]:
     """The rows the errata page lists: refuted and qualified ones, and every row with ``corrects:``."""
     return [c for c in ledger["claims"] if c.get("verdict") in ERRATA_VERDICTS or c.get("corrects")]
@@ -496,7 +506,7 @@ READER_FIELDS = ("claim", "hypothesis", "correction", "catches", "locator", "not
 
 def _reader_text(entry: dict) -> list[tuple[str, str]]:
     fields = [(f, entry.get(f)) for f in READER_FIELDS]
-    fields += [(f"corrects.{k}", v) for k, v in (entry.get("corrects") or {}).items()]
+    fields += [(f"corrects.{k}", v) for k, v in (entry.get("corrects") or {}).items() if k in ("slip", "fix")]
     return [(f, v) for f, v in fields if isinstance(v, str)]
 
 
@@ -671,13 +681,17 @@ def setup(app):
         def select(self, ledger):
             return list(ledger["claims"])
 
+        def group_of(self, claim):
+            return claim["source"]
+
         def run(self):
             env, ledger = self.load()
             claims = self.select(ledger)
             out = self.summary(claims)
-            order = list(ledger["sources"]) + sorted({c["source"] for c in claims} - set(ledger["sources"]))
+            groups = {self.group_of(c) for c in claims}
+            order = list(ledger["sources"]) + sorted(groups - set(ledger["sources"]))
             for source in order:
-                group = [c for c in claims if c["source"] == source]
+                group = [c for c in claims if self.group_of(c) == source]
                 if not group:
                     continue
                 info = ledger["sources"].get(source)
@@ -712,6 +726,9 @@ def setup(app):
 
         def select(self, ledger):
             return errata_rows(ledger)
+
+        def group_of(self, claim):
+            return errata_source(claim)
 
         def summary(self, claims):
             sources = len({c["source"] for c in claims})
