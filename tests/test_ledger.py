@@ -501,6 +501,10 @@ def test_built_pages_name_no_source_file():
 
 
 def test_built_errata_page_lists_every_row(ledger):
+    from claims_ledger import errata_source
+
     text = (_built_site() / "book" / "appendix" / "errata.html").read_text(encoding="utf-8")
     missing = [c["id"] for c in errata_rows(ledger) if f'href="claims.html#claim-{c["id"]}"' not in text]
     assert not missing, missing
+    rows, sources = errata_rows(ledger), {errata_source(c) for c in errata_rows(ledger)}
+    assert f"{len(rows)} corrections from {len(sources)} sources" in text

@@ -731,7 +731,7 @@ def setup(app):
             return errata_source(claim)
 
         def summary(self, claims):
-            sources = len({c["source"] for c in claims})
+            sources = len({errata_source(c) for c in claims})
             counts = Counter(c["verdict"] for c in claims)
             others = sum(1 for c in claims if c["verdict"] not in ERRATA_VERDICTS)
             return [nodes.paragraph(text=(
