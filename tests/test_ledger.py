@@ -454,6 +454,7 @@ def test_ledger_text_has_no_process_talk_or_file_names(ledger):
         ("Re-checked for issue 13: nothing found.", "process talk"),
         ("An earlier version of this row said otherwise.", "process talk"),
         ("Found in the proof-read of the notes.", "process talk"),
+        ("Kept as refuted after review.", "process talk"),
         ("See 002_4e2776c27ee7706d.txt.", "a source file name"),
     ],
 )

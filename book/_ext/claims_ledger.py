@@ -89,7 +89,7 @@ CORRECTION_WORDS = re.compile(
 )
 # Words about how the book was made, which have no place in a row a reader sees.
 PROCESS_WORDS = re.compile(
-    r"\b(regraded|re-checked|earlier version|an earlier \d+-draw|issue \d+|mirrored|"
+    r"\b(regraded|re-checked|earlier version|an earlier \d+-draw|issue \d+|mirrored|after review|kept as|review pass|"
     r"proof-read|this row (?:said|was)|the course mirrors|helper|reviewer)\b",
     re.I,
 )
