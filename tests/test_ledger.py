@@ -8,6 +8,7 @@ passes here is one whose evidence really exists and really checks something.
 
 import copy
 import json
+import os
 import re
 import shutil
 import sys
@@ -18,13 +19,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from claims_ledger import (  # noqa: E402
+    SOURCE_FILE,
     assert_problems,
     cell_label,
+    errata_rows,
     evidence_problem,
     ledger_problems,
     load_ledger,
+    reader_text_problems,
     strength_problems,
     tautology,
+    unmarked_corrections,
 )
 
 
@@ -99,6 +104,12 @@ GOOD = {
         ({"source": "a blog I read"}, "neither a listed document nor a references.bib key"),
         ({"id": "Not An Id"}, "id must be lower-case"),
         ({"colour": "blue"}, "unknown keys colour"),
+        ({"corrects": "a typo"}, "corrects: 'a typo' is not of type 'object'"),
+        ({"corrects": {"slip": "writes j twice"}}, "corrects: 'fix' is a required property"),
+        ({"corrects": {"slip": "writes j twice", "fix": "  "}}, "corrects.fix: '  ' does not match"),
+        ({"corrects": {"slip": "x", "fix": "y", "why": "z"}}, "Additional properties are not allowed"),
+        ({"note": 42}, "note: 42 is not of type 'string'"),
+        ({"corrects": {"slip": "x", "fix": "y", "of": "notes.txt"}}, "corrects.of 'notes.txt' is not a listed"),
     ],
 )
 def test_checker_catches_broken_entries(ledger, change, expected):
@@ -335,3 +346,166 @@ def test_integer_size_symbol_may_come_from_an_earlier_cell(tmp_path):
 
 def test_strength_problems_ignore_pytest_evidence():
     assert strength_problems(ROOT, {"verdict": "checked", "evidence": ["tests/test_softmax.py::test_shift_invariance"]}) == []
+
+
+# ---- the errata page: complete by construction ---------------------------------
+
+def test_errata_page_lists_refuted_qualified_and_corrected_rows(ledger):
+    """The page's rows are exactly the refuted, the qualified and those with ``corrects:``."""
+    listed = {c["id"] for c in errata_rows(ledger)}
+    expected = {c["id"] for c in ledger["claims"] if c["verdict"] in ("refuted", "qualified") or "corrects" in c}
+    assert listed == expected
+    assert any(c["verdict"] not in ("refuted", "qualified") for c in errata_rows(ledger))
+
+
+def test_every_row_that_describes_a_slip_is_on_the_errata_page(ledger):
+    """A row whose text says the source got something wrong carries ``corrects:`` (or is refuted/qualified)."""
+    problems = unmarked_corrections(ledger)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "The notes write the summand as $q_{ij}k_{jl}$, an index typo.",
+        "The post writes the covariance as $1_d$; it is the identity.",
+        "The document calls it a tensor product; the sign is garbled.",
+        "The notes credit the paper with an argument it does not make.",
+    ],
+)
+def test_unmarked_correction_is_found_and_corrects_clears_it(ledger, note):
+    row = {**GOOD, "note": note}
+    assert unmarked_corrections({"claims": [row]}) != []
+    fixed = {**row, "corrects": {"slip": "What the source writes.", "fix": "What is right."}}
+    assert unmarked_corrections({"claims": [fixed]}) == []
+    assert ledger_problems(ROOT, {"sources": ledger["sources"], "claims": [fixed]}) == []
+
+
+# corrections the course makes under checked, proved or cited rows: each must stay on the errata page
+CORRECTIONS = {
+    "variance-derivation-typo": "index typo in the variance derivation",
+    "total-cost-quadratic": "the whole Transformer's cost",
+    "ln-parameter-names": "LayerNorm's parameter names",
+    "attention-only-token-mixer": "the condition of 'the only cross-token module'",
+    "scaling-purpose": "the 'local extremum' reason for the scale",
+    "sinusoid-motivation-attribution": "the argument credited to the sinusoid's authors",
+    "la-rank-head-size": "the rank bound of linear attention",
+    "la-performer-covariance": "the covariance written 1_d",
+    "la-softmax-sum-index": "the summation index of the first display",
+    "la-reused-letters": "n and m with two meanings each",
+    "synth-factorized-dense-tiling": "the elementwise product written as a tensor product",
+    "value-bias-constant": "the vector of ones written 1^T in R^n",
+    "permutation-matrix-definition": "the chained memberships of Pi",
+    "rope-complex-matrix": "the spaces of RoPE's complex form",
+    "ffn-cost": "the FFN written with one matrix",
+    "la-infinite-features-no-lower-bound": "the inference from infinitely many features to rank",
+    "invariance-definitions-domain": "invariance defined for maps from R^n to R^n",
+    "synth-multi-head-is-repetition": "multi-head attention described without W_O",
+    "la-deterministic-assessable": "the promised easy assessment of the approximation",
+    "notes-multi-head-undefined": "multi-head attention named, not defined",
+    "rp-attention-only-token-interaction": "the only source of token interaction, without its condition",
+    "promised-transformer-invariance": "the promised proof that the Transformer is invariant",
+}
+
+
+# rows regraded because the source is right in its own setting: not errata
+NOT_ERRATA = ("weights-open-interval", "normalisation-avoids-overflow", "cost-list-omits-output-projection",
+              "rp-urpe-shorter-inputs", "self-attention-not-invariant")
+
+
+@pytest.mark.parametrize("cid", NOT_ERRATA)
+def test_right_in_its_own_setting_is_not_an_erratum(ledger, cid):
+    row = next(c for c in ledger["claims"] if c["id"] == cid)
+    assert row["verdict"] in ("checked", "proved") and row not in errata_rows(ledger)
+
+
+@pytest.mark.parametrize("cid", sorted(CORRECTIONS))
+def test_known_corrections_are_on_the_errata_page(ledger, cid):
+    row = next(c for c in ledger["claims"] if c["id"] == cid)
+    assert row in errata_rows(ledger), CORRECTIONS[cid]
+    assert row.get("corrects") or row["verdict"] in ("refuted", "qualified")
+
+
+def test_a_correction_of_a_source_document_is_listed_under_it(ledger):
+    """scaling-purpose rests on the Transformer paper but corrects the lecture notes."""
+    from claims_ledger import errata_source
+
+    row = next(c for c in ledger["claims"] if c["id"] == "scaling-purpose")
+    assert row["source"] not in ledger["sources"]
+    assert errata_source(row) in ledger["sources"]
+
+
+def test_one_source_sentence_has_one_verdict(ledger):
+    """The RoPE sentence on complex numbers was once two rows with two verdicts."""
+    ids = {c["id"] for c in ledger["claims"]}
+    assert "rope-complex-field" not in ids and "rope-complex-matrix" in ids
+
+
+# ---- reader text: no process talk, no source file names ------------------------
+
+def test_ledger_text_has_no_process_talk_or_file_names(ledger):
+    problems = reader_text_problems(ledger)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "note, what",
+    [
+        ("Re-checked for issue 13: nothing found.", "process talk"),
+        ("An earlier version of this row said otherwise.", "process talk"),
+        ("Found in the proof-read of the notes.", "process talk"),
+        ("Kept as refuted after review.", "process talk"),
+        ("See 002_4e2776c27ee7706d.txt.", "a source file name"),
+    ],
+)
+def test_reader_text_checker_catches(note, what):
+    problems = reader_text_problems({"claims": [{**GOOD, "note": note}], "sources": {}})
+    assert any(what in p for p in problems), problems
+
+
+def _page_files():
+    patterns = ("book/**/*.md", "book/**/*.rst", "book/**/*.bib", "notebooks/*.md", "notebooks/*.ipynb",
+                "_config.yml")
+    for pattern in patterns:
+        yield from ROOT.glob(pattern)
+
+
+def test_no_page_names_a_source_file():
+    """Readers cannot open the source documents' files: pages cite their public origin."""
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in _page_files()
+             for m in SOURCE_FILE.finditer(p.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+
+
+def test_source_file_pattern_matches_every_seed_name():
+    """The pattern the page checks use does match the names of the source documents."""
+    seeds = Path("/work/shared/seeds")
+    names = [p.name for p in seeds.glob("*.txt")] if seeds.is_dir() else []
+    names += list(load_ledger(ROOT)["sources"])
+    assert names and all(SOURCE_FILE.fullmatch(n) for n in names)
+
+
+def _built_site():
+    html = Path(os.environ.get("BOOK_OUTPUT", ROOT)) / "_build" / "html"
+    errata = html / "book" / "appendix" / "errata.html"
+    inputs = [ROOT / "book" / "claims.yml", ROOT / "book" / "references.bib", ROOT / "book" / "_ext" / "claims_ledger.py"]
+    if not errata.is_file() or errata.stat().st_mtime < max(p.stat().st_mtime for p in inputs):
+        pytest.skip("no build of the book newer than the ledger (scripts/build_book.py)")
+    return html
+
+
+def test_built_pages_name_no_source_file():
+    html = _built_site()
+    found = [f"{p.relative_to(html)}: {m.group(0)}" for p in html.rglob("*.html")
+             for m in SOURCE_FILE.finditer(p.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+
+
+def test_built_errata_page_lists_every_row(ledger):
+    from claims_ledger import errata_source
+
+    text = (_built_site() / "book" / "appendix" / "errata.html").read_text(encoding="utf-8")
+    missing = [c["id"] for c in errata_rows(ledger) if f'href="claims.html#claim-{c["id"]}"' not in text]
+    assert not missing, missing
+    rows, sources = errata_rows(ledger), {errata_source(c) for c in errata_rows(ledger)}
+    assert f"{len(rows)} corrections from {len(sources)} sources" in text

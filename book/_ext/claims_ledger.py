@@ -16,6 +16,16 @@ makes (or refutes) is an entry with a verdict and the evidence that backs it:
   ``reference`` (a key of ``book/references.bib``) and a ``locator`` (the
   table, section or sentence of that work it rests on).
 
+A row of any verdict may carry ``corrects:``, a mapping with ``slip`` (what the
+source writes) and ``fix`` (what is right instead): a typo, a garbled formula,
+a misattribution, a reused letter.  When the row's ``source`` is a published
+work and the slip is a source document's, ``of`` names that document; the
+errata page lists the row under it.  The errata page lists every ``refuted`` and
+``qualified`` row and every row with ``corrects:`` (:func:`errata_rows`), so a
+correction made under a ``checked``, ``proved`` or ``cited`` row is listed too;
+:func:`unmarked_corrections` finds rows whose text describes a slip of the
+source but that carry no ``corrects:``.
+
 Evidence items are either ``notebooks/<file>.ipynb#<cell-tag>`` (a tagged cell
 of a notebook, executed by nbval and by the book build) or a pytest node id
 ``tests/<file>.py::<test>``.  Every tagged notebook cell named as evidence must
@@ -46,7 +56,45 @@ import yaml
 
 VERDICTS = ("proved", "checked", "qualified", "refuted", "cited")
 REQUIRED = ("id", "source", "claim", "verdict", "evidence")
-OPTIONAL = ("correction", "hypothesis", "catches", "reference", "locator", "note")
+OPTIONAL = ("correction", "hypothesis", "catches", "reference", "locator", "note", "corrects")
+ERRATA_VERDICTS = ("refuted", "qualified")
+# The structure of one claim, checked with jsonschema (types and the shape of ``corrects:``);
+# missing and unknown keys, verdict fields and evidence are checked by hand below, with
+# messages that name the claim.
+_TEXT = {"type": "string", "minLength": 1, "pattern": r"\S"}
+CLAIM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "source": {"type": "string"},
+        "claim": _TEXT,
+        "verdict": {"enum": list(VERDICTS)},
+        "evidence": {"type": ["array", "null"], "items": {"type": "string"}},
+        **{key: _TEXT for key in ("correction", "hypothesis", "catches", "reference", "locator", "note")},
+        "corrects": {
+            "type": "object",
+            "required": ["slip", "fix"],
+            "additionalProperties": False,
+            "properties": {"slip": _TEXT, "fix": _TEXT, "of": {"type": "string"}},
+        },
+    },
+}
+# Words with which a row's text says that the source got something wrong: such a row
+# must be on the errata page, so it is refuted or qualified or carries ``corrects:``.
+CORRECTION_WORDS = re.compile(
+    r"\b(typo|misprint|slip|garbled|misattribut\w*|the wrong way round|should (?:be|read)|"
+    r"(?:the )?(?:post|notes|document|article|paper|source)(?:'s)? (?:writes?|wrote|calls?|credits?)|"
+    r"(?:is|are) (?:wrong|swapped|exchanged)|it is the identity|the opposite of the notes)\b",
+    re.I,
+)
+# Words about how the book was made, which have no place in a row a reader sees.
+PROCESS_WORDS = re.compile(
+    r"\b(regraded|re-checked|earlier version|an earlier \d+-draw|issue \d+|mirrored|after review|kept as|review pass|"
+    r"proof-read|this row (?:said|was)|the course mirrors|helper|reviewer)\b",
+    re.I,
+)
+# The file names of the source documents: readers cannot open them, the book cites the public origin.
+SOURCE_FILE = re.compile(r"\d{3}_[0-9a-f]{16}(?:\.txt)?")
 # the field each verdict requires, and what the problem message calls it
 VERDICT_FIELDS = {
     "checked": ("catches", "needs 'catches:', the wrong variant or false statement its evidence rejects"),
@@ -412,6 +460,10 @@ def ledger_problems(root: Path, ledger: dict | None = None, strength: bool = Tru
         for field, owner in (("correction", "refuted"), ("hypothesis", "qualified"), ("catches", "checked")):
             if field in entry and verdict != owner:
                 problems.append(f"{where}: '{field}:' belongs to {owner} claims only, not {verdict}")
+        problems.extend(f"{where}: {p}" for p in schema_problems(entry))
+        corrects = entry.get("corrects")
+        if isinstance(corrects, dict) and "of" in corrects and corrects["of"] not in sources:
+            problems.append(f"{where}: corrects.of {corrects['of']!r} is not a listed source document")
         if verdict == "cited" and entry.get("reference") not in keys:
             problems.append(f"{where}: a cited claim needs a reference that is a references.bib key")
         missing_evidence = False
@@ -422,6 +474,71 @@ def ledger_problems(root: Path, ledger: dict | None = None, strength: bool = Tru
                 problems.append(f"{where}: {problem}")
         if strength and not missing_evidence:
             problems.extend(f"{where}: {p}" for p in strength_problems(root, entry))
+    return problems
+
+
+def schema_problems(entry: dict) -> list[str]:
+    """Type errors of one claim against :data:`CLAIM_SCHEMA` (empty when jsonschema is absent)."""
+    try:
+        import jsonschema
+    except ImportError:  # the hand-written checks still run
+        return []
+    validator = jsonschema.Draft202012Validator(CLAIM_SCHEMA)
+    problems = []
+    for error in sorted(validator.iter_errors(entry), key=lambda e: list(e.absolute_path)):
+        where = ".".join(str(p) for p in error.absolute_path) or "entry"
+        problems.append(f"{where}: {error.message}")
+    return problems
+
+
+def errata_source(entry: dict) -> str:
+    """The document whose slip a row corrects: ``corrects.of`` when given, else the row's source."""
+    return (entry.get("corrects") or {}).get("of") or entry["source"]
+
+
+def errata_rows(ledger: dict) -> list[dict]:
+    """The rows the errata page lists: refuted and qualified ones, and every row with ``corrects:``."""
+    return [c for c in ledger["claims"] if c.get("verdict") in ERRATA_VERDICTS or c.get("corrects")]
+
+
+READER_FIELDS = ("claim", "hypothesis", "correction", "catches", "locator", "note")
+
+
+def _reader_text(entry: dict) -> list[tuple[str, str]]:
+    fields = [(f, entry.get(f)) for f in READER_FIELDS]
+    fields += [(f"corrects.{k}", v) for k, v in (entry.get("corrects") or {}).items() if k in ("slip", "fix")]
+    return [(f, v) for f, v in fields if isinstance(v, str)]
+
+
+def unmarked_corrections(ledger: dict) -> list[str]:
+    """Rows whose text describes a slip of the source but that the errata page would not list."""
+    listed = {c["id"] for c in errata_rows(ledger)}
+    found = []
+    for entry in ledger["claims"]:
+        if entry["id"] in listed:
+            continue
+        for field, text in _reader_text(entry):
+            match = CORRECTION_WORDS.search(" ".join(text.split()))
+            if match:
+                found.append(f"{entry['id']}: its {field} says {match.group(0)!r} but it has no 'corrects:'")
+                break
+    return found
+
+
+def reader_text_problems(ledger: dict) -> list[str]:
+    """Process talk and source file names in the text the ledger and errata pages render."""
+    problems = []
+    for entry in ledger["claims"]:
+        for field, text in _reader_text(entry):
+            text = " ".join(text.split())
+            for pattern, what in ((PROCESS_WORDS, "process talk"), (SOURCE_FILE, "a source file name")):
+                match = pattern.search(text)
+                if match:
+                    problems.append(f"{entry['id']}: its {field} has {what}: {match.group(0)!r}")
+    for name, info in (ledger.get("sources") or {}).items():
+        for field in ("title",):
+            if SOURCE_FILE.search(str(info.get(field, ""))):
+                problems.append(f"source {name}: its {field} has a source file name")
     return problems
 
 
@@ -487,10 +604,9 @@ def setup(app):
         return tab
 
     class LedgerDirective(Directive):
-        """Shared by ``claims-ledger`` (every claim) and ``claims-errata`` (refuted and qualified ones)."""
+        """Shared by ``claims-ledger`` (every claim) and ``claims-errata`` (see :func:`errata_rows`)."""
 
         has_content = False
-        verdicts = VERDICTS
         labels = True  # only the full ledger owns the claim-<id> labels
 
         def md(self, text):
@@ -535,6 +651,9 @@ def setup(app):
                 text += "\n\n**Correction.** " + claim["correction"]
             if claim.get("catches"):
                 text += "\n\n**The evidence rejects.** " + claim["catches"]
+            if claim.get("corrects"):
+                text += "\n\n**The source writes.** " + claim["corrects"]["slip"]
+                text += "\n\n**Corrected.** " + claim["corrects"]["fix"]
             if claim.get("reference"):
                 where = f", {claim['locator'].rstrip('.')}" if claim.get("locator") else ""
                 text += f"\n\nReference: {{cite:p}}`{claim['reference']}`{where}."
@@ -559,20 +678,27 @@ def setup(app):
                 cell += evidence
             return cell
 
+        def select(self, ledger):
+            return list(ledger["claims"])
+
+        def group_of(self, claim):
+            return claim["source"]
+
         def run(self):
             env, ledger = self.load()
-            claims = [c for c in ledger["claims"] if c["verdict"] in self.verdicts]
+            claims = self.select(ledger)
             out = self.summary(claims)
-            order = list(ledger["sources"]) + sorted({c["source"] for c in claims} - set(ledger["sources"]))
+            groups = {self.group_of(c) for c in claims}
+            order = list(ledger["sources"]) + sorted(groups - set(ledger["sources"]))
             for source in order:
-                group = [c for c in claims if c["source"] == source]
+                group = [c for c in claims if self.group_of(c) == source]
                 if not group:
                     continue
                 info = ledger["sources"].get(source)
                 tally = Counter(c["verdict"] for c in group)
                 counts_text = ", ".join(f"{tally[v]} {v}" for v in VERDICTS if tally[v])
                 if info:
-                    out.append(nodes.rubric(text=f"{info['title']} ({source})"))
+                    out.append(nodes.rubric(text=info["title"]))
                     chapter = (
                         f"chapter: {{doc}}`/{info['chapter']}`" if info.get("chapter")
                         else "its chapter is not written yet"
@@ -596,15 +722,21 @@ def setup(app):
         pass
 
     class ClaimsErrata(LedgerDirective):
-        verdicts = ("refuted", "qualified")
         labels = False
 
+        def select(self, ledger):
+            return errata_rows(ledger)
+
+        def group_of(self, claim):
+            return errata_source(claim)
+
         def summary(self, claims):
-            sources = len({c["source"] for c in claims})
+            sources = len({errata_source(c) for c in claims})
             counts = Counter(c["verdict"] for c in claims)
+            others = sum(1 for c in claims if c["verdict"] not in ERRATA_VERDICTS)
             return [nodes.paragraph(text=(
-                f"{counts['refuted']} refuted and {counts['qualified']} qualified claims "
-                f"from {sources} sources."
+                f"{len(claims)} corrections from {sources} sources: {counts['refuted']} refuted claims, "
+                f"{counts['qualified']} qualified ones and {others} slips corrected under other verdicts."
             ))]
 
     def always_outdated(app, env, added, changed, removed):
