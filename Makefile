@@ -164,6 +164,7 @@ notebook-headers: $(STAMP)
 # then read back as text by tests/test_pdf.py (raw TeX, missing figures, too few pages fail)
 pdf: $(STAMP)
 	ATTNCORE_PDF=1 $(BIN)/python -m pytest -o addopts="--strict-markers -ra -p no:cacheprovider" tests/test_pdf.py
+	@echo "The PDF is at $(CURDIR)/_build/pdf/attention-proved.pdf"
 
 # attncore's wheel, published next to the website's pages (the notebooks' setup cell installs it)
 wheel: $(STAMP)

@@ -8,6 +8,10 @@ code is still non-zero when there was one).  The notebooks are not executed:
 the book shows their stored outputs, which nbval checks in `make test`.
 BOOK_OUTPUT (default: the repository) lets two builds run side by side: the
 website goes to $BOOK_OUTPUT/_build/html.
+
+Why a script and not one Makefile line: the test suite's book fixture runs this same
+file, so `make book` and `make test` build with identical flags, and the build's time
+and the address of the result are printed in one place.
 """
 
 import os

@@ -13,10 +13,13 @@ over a gigabyte of Debian packages; chromium is about 250 MB and already install
 
 Before printing, the script waits until MathJax has typeset every formula, opens
 every dropdown (exercise solutions), hides the navigation, puts each chapter on a
-new page and inserts a table of contents (with links); the PDF also gets an outline
-(bookmarks) from the headings. Notebooks run from the execution cache that
-`make book` fills (_build/.jupyter_cache), so after `make book` this takes a minute
-or two; from a fresh clone it executes the notebooks first.
+new page, and inserts a title page (title, edition, authors, licence, address) and a
+table of contents (with links, and with each entry's heading as typeset, math
+included); the PDF also gets an outline (bookmarks) from the headings. Chromium
+cannot number the contents' pages itself, so the book is printed twice: the first
+print says on which page each contents link lands (its link annotation's
+destination), the numbers are written into the contents, and the second print is
+the PDF. The notebooks are not executed: the book shows their stored outputs.
 
 If _build/html exists, the PDF is copied there too (the site links to it).
 """
@@ -54,19 +57,29 @@ pre, .highlight pre { white-space: pre-wrap !important; word-break: break-word; 
 mjx-container[display="true"] { overflow: visible !important; }
 table { font-size: 8.5pt; }
 .ap-chapter, #ap-print-toc { break-before: page; }
+#ap-print-toc { break-after: page; }
 .bd-sidebar-secondary, .bd-toc, nav.bd-links, .page-toc, #jb-print-docs-body { display: none !important; }
-#ap-print-toc h1 { font-size: 20pt; }
+#ap-print-toc .ap-toc-heading { font-size: 20pt; font-weight: 700; margin-bottom: 0.8em; }
 #ap-print-toc ol { list-style: none; padding-left: 0; }
 #ap-print-toc li.l1 { margin-top: 0.5em; font-weight: 600; }
 #ap-print-toc li.l2 { padding-left: 1.5em; font-weight: normal; }
 #ap-print-toc a { color: black; text-decoration: none; }
+#ap-print-toc li { display: flex; align-items: baseline; }
+#ap-print-toc li a { flex: 0 1 auto; }
+#ap-print-toc li .ap-dots { flex: 1 1 auto; border-bottom: 1px dotted #999; margin: 0 0.4em; min-width: 1em; }
+#ap-print-toc li .ap-page { flex: 0 0 auto; font-variant-numeric: tabular-nums; }
+#ap-print-toc a .headerlink, #ap-print-toc a .caption-number { display: none !important; }
+#ap-title-page { break-after: page; text-align: center; padding-top: 28%; }
+#ap-title-page .ap-title { font-size: 34pt; font-weight: 700; margin: 0 0 0.3em 0; }
+#ap-title-page .ap-subtitle { font-size: 15pt; margin: 0 0 3em 0; }
+#ap-title-page p { margin: 0.4em 0; }
 """
 
 # Runs in the page: open dropdowns, start every document on a new page, build the contents.
 # The single-page builder marks where each document starts with <span id="document-NAME">,
 # followed by the document's top <section>; its heading level says chapter or section.
 PREPARE_JS = """
-() => {
+(front) => {
   document.querySelectorAll('details').forEach(d => d.open = true);
   const docs = Array.from(document.querySelectorAll('span[id^="document-"]'))
     .map(span => span.nextElementSibling)
@@ -74,9 +87,13 @@ PREPARE_JS = """
   const heading = s => s.querySelector('h1, h2, h3, h4, h5, h6');
   const levels = docs.map(s => heading(s) ? Number(heading(s).tagName[1]) : 9);
   const top = Math.min(...levels);
+  const title = document.createElement('section');
+  title.id = 'ap-title-page';
+  title.innerHTML = front;
   const toc = document.createElement('nav');
   toc.id = 'ap-print-toc';
-  toc.innerHTML = '<h1>Contents</h1>';
+  // not <h1>: the theme's print styles hide a page's extra h1 (the contents lost their heading)
+  toc.innerHTML = '<div class="ap-toc-heading" role="heading" aria-level="1">Contents</div>';
   const list = document.createElement('ol');
   docs.forEach((s, i) => {
     s.classList.add('ap-chapter');
@@ -86,18 +103,31 @@ PREPARE_JS = """
     li.className = levels[i] === top ? 'l1' : 'l2';
     const a = document.createElement('a');
     a.href = '#' + s.id;
-    a.textContent = h.textContent.replace(/#$/, '').trim();
+    // the heading as typeset (MathJax's output included), not its text, which loses the math
+    a.innerHTML = h.innerHTML;
+    a.querySelectorAll('.headerlink').forEach(e => e.remove());
     li.appendChild(a);
+    li.insertAdjacentHTML('beforeend', '<span class="ap-dots"></span><span class="ap-page"></span>');
     list.appendChild(li);
   });
   toc.appendChild(list);
-  if (docs.length) {
-    const wrapper = docs[0].parentElement;
-    wrapper.parentElement.insertBefore(toc, wrapper);
-  }
-  return docs.length;
+  // before everything, the root page's own text included: title page, then contents
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  article.prepend(toc);
+  article.prepend(title);
+  return list.children.length;
 }
 """
+
+# After the first print: the page numbers, in the order of the contents' entries.
+NUMBER_TOC_JS = """
+(numbers) => {
+  const pages = document.querySelectorAll('#ap-print-toc .ap-page');
+  pages.forEach((span, i) => { span.textContent = numbers[i] ?? ''; });
+  return pages.length;
+}
+"""
+
 
 MATHJAX_DONE_JS = """
 async () => {
@@ -107,6 +137,58 @@ async () => {
   return 'ok';
 }
 """
+
+
+def front_matter() -> str:
+    """The title page's HTML: title, edition, authors, licence and address, from the one
+    place each is written (_config.yml, attncore.__version__, CHANGELOG.md)."""
+    import html
+    import re
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from notebook_header import package_version, pages_url
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    version = package_version()
+    dated = re.search(rf"^## {re.escape(version)} - (\d{{4}}-\d{{2}}-\d{{2}})$",
+                      (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    edition = f"Edition {version}" + (f", {dated.group(1)}" if dated else "")
+    return (
+        f'<div class="ap-title" role="heading" aria-level="1">{html.escape(config["title"])}</div>'
+        '<p class="ap-subtitle">The mathematics of transformer attention, with executable proofs</p>'
+        f"<p>{html.escape(config['author'])}</p>"
+        f"<p>{html.escape(edition)}</p>"
+        "<p>Text and figures CC BY 4.0, code MIT</p>"
+        f"<p>{html.escape(pages_url())}</p>"
+    )
+
+
+def contents_pages(pdf: Path, entries: int) -> list[int | None]:
+    """Where the first ``entries`` internal links of the PDF (the contents') land: 1-based pages."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(pdf))
+    named = reader.named_destinations
+    numbers = []
+    for page in reader.pages:
+        # top to bottom, as the contents read (the file's order of annotations is not the page's)
+        annots = [a.get_object() for a in page.get("/Annots") or []]
+        annots.sort(key=lambda a: (-float(a["/Rect"][3]), float(a["/Rect"][0])) if "/Rect" in a else (0, 0))
+        for annot in annots:
+            if annot.get("/Subtype") != "/Link" or "/URI" in (annot.get("/A") or {}):
+                continue
+            dest = annot.get("/Dest") or (annot.get("/A") or {}).get("/D")
+            if dest is None:
+                continue
+            if not isinstance(dest, list):  # a named destination
+                dest = named.get(str(dest))
+                target = dest.page if dest is not None else None
+            else:
+                target = dest[0]
+            numbers.append(None if target is None else reader.get_page_number(target.get_object()) + 1)
+            if len(numbers) == entries:
+                return numbers
+    return numbers
 
 
 def chromium_path() -> str | None:
@@ -169,9 +251,9 @@ def print_pdf(index: Path, target: Path) -> int:
         if status != "ok":
             raise SystemExit(f"math was not typeset: {status}")
         page.add_style_tag(content=PRINT_CSS)
-        chapters = page.evaluate(PREPARE_JS)
+        entries = page.evaluate(PREPARE_JS, front_matter())
         page.emulate_media(media="print")
-        page.pdf(
+        options = dict(
             path=str(target), format="A4", print_background=True, outline=True, tagged=True,
             display_header_footer=True,
             header_template="<span></span>",
@@ -181,6 +263,13 @@ def print_pdf(index: Path, target: Path) -> int:
             ),
             margin={"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"},
         )
+        page.pdf(**options)
+        numbers = contents_pages(target, entries)
+        if len(numbers) != entries or None in numbers or numbers != sorted(numbers):
+            raise SystemExit(f"the contents' {entries} links landed on pages {numbers[:10]}...: cannot number them")
+        page.evaluate(NUMBER_TOC_JS, numbers)
+        page.pdf(**options)
+        chapters = entries
         browser.close()
     return chapters
 

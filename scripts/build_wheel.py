@@ -6,6 +6,11 @@ The website publishes the wheel next to its pages; every notebook's setup cell
 (scripts/notebook_header.py) installs it from there when attncore is missing.
 The sources are copied to a temporary directory first, so the build leaves no
 build/ or *.egg-info behind in the repository.
+
+Why not ``python -m build``: pypa's build is not among the pinned requirements, and
+without ``--no-isolation`` it downloads setuptools into a fresh environment, which
+`make book` must not need; ``pip wheel --no-build-isolation`` is the same PEP 517 build
+with the pinned setuptools of .venv.
 """
 
 import shutil

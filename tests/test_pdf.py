@@ -159,6 +159,41 @@ def test_pdf_has_contents_and_every_chapter(pdf):
     assert not missing, f"chapters missing from the PDF: {missing}"
 
 
+def test_pdf_opens_with_a_title_page(pdf):
+    """Page 1 is the title page: the book's title, its edition (attncore's version) and authors."""
+    _, pages, _ = pdf
+    first = re.sub(r"\s+", " ", pages[0])
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    for expected in (config["title"], f"Edition {notebook_header.package_version()}", config["author"]):
+        assert expected in first, f"{expected!r} not on page 1: {first[:300]!r}"
+
+
+def test_pdf_contents_have_a_heading_and_true_page_numbers(pdf):
+    """The contents say "Contents" and give each chapter's page, and the chapter is on that page;
+    an entry whose heading holds math keeps it (the notebook 'divided by sqrt(d_k)')."""
+    reader, pages, _ = pdf
+
+    def squash(text):  # NFKC undoes ligatures; a heading wrapped after a hyphen joins again
+        return re.sub(r"-\s+", "-", re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text))).strip().lower()
+
+    start = next(i for i, page in enumerate(pages[:4]) if squash(page).startswith("contents"))
+    contents = squash(" ".join(pages[start:start + 4]))
+    checked = 0
+    for title in chapter_titles():
+        found = re.search(re.escape(squash(title)) + r"\s*(\d+)\b", contents)
+        assert found, f"no page number after {title!r} in the contents"
+        number = int(found.group(1))
+        assert start + 1 < number <= len(pages), (title, number)
+        assert squash(title) in squash(pages[number - 1]), f"{title!r} is not on page {number}, as the contents say"
+        checked += 1
+    assert checked >= 5
+    # MathJax draws its glyphs in Type 3 fonts, which pypdf's text leaves out ("divided by 56"):
+    # an entry whose heading holds math must bring such a font to the contents' page
+    fonts = reader.pages[start]["/Resources"].get_object().get("/Font") or {}
+    subtypes = {font.get_object().get("/Subtype") for font in fonts.get_object().values()}
+    assert "/Type3" in subtypes, f"no typeset math on the contents page (fonts {subtypes}): a heading lost its math"
+
+
 def test_site_links_to_the_published_pdf():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     footer = config["html"]["extra_footer"]
