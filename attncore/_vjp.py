@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from attncore._attention import attention_weights
 from attncore._linear import linear
 from attncore._checks import as_float_array, batch_shape, check_axis, check_count, check_real
-from attncore._norms import layer_norm
+from attncore._norms import _feature_param
 from attncore._positional import rope
 from attncore._shaw import shaw_attention
 from attncore._softmax import compute_dtype, softmax
@@ -511,7 +511,8 @@ def layer_norm_vjp(
     ValueError
         As :func:`attncore.layer_norm`; if ``g`` does not have the shape of
         ``x`` or holds NaN or ``+-inf``; if ``eps = 0`` and a token has
-        variance 0, where layer norm has no derivative.
+        variance 0, where layer norm has no derivative; if the variance of a
+        token overflows the compute dtype.
 
     See Also
     --------
@@ -544,21 +545,27 @@ def layer_norm_vjp(
     """
     x = as_float_array(x, "x", ("...", "d"))
     g = _upstream(g, x.shape, "x")
-    layer_norm(x, gamma, beta, eps=eps)  # validates gamma, beta and eps as the forward function does
+    # eps is added in float64 by layer_norm: the same check, under the same name.
+    eps = float(check_real(eps, "eps", np.result_type(x, np.float64), minimum=0))
     dtype, work = x.dtype, compute_dtype(x, g)
+    like_x = np.broadcast_to(np.zeros((), work), x.shape)  # x's shape in the compute dtype, for the messages
+    gamma, beta = (None if p is None else _feature_param(p, name, like_x) for p, name in ((gamma, "gamma"), (beta, "beta")))
     x, g = x.astype(work), g.astype(work)
-    var = x.var(axis=-1, keepdims=True) + eps  # (..., n, 1)
+    centred = x - x.mean(axis=-1, keepdims=True)  # (..., n, d)
+    var = (centred * centred).mean(axis=-1, keepdims=True) + eps  # (..., n, 1)
     if np.any(var == 0):
         raise ValueError(f"x has a token of variance 0 and eps = 0 (x of shape {x.shape}): layer norm has no derivative there")
-    r, xhat = 1 / np.sqrt(var), layer_norm(x, eps=eps)  # (..., n, 1), (..., n, d)
-    h = g if gamma is None else g * np.asarray(gamma, work)
+    if not np.all(np.isfinite(var)):
+        raise ValueError(f"the variance of a token of x overflows {work} (x of shape {x.shape}); scale x down")
+    r = 1 / np.sqrt(var)  # (..., n, 1)
+    xhat = centred * r  # (..., n, d), layer_norm(x) without gamma and beta
+    h = g if gamma is None else g * gamma
     dx = r * (h - h.mean(axis=-1, keepdims=True) - xhat * (h * xhat).mean(axis=-1, keepdims=True))
     if gamma is None and beta is None:
         return _result(("dx", dx, dtype))
     rows = tuple(range(x.ndim - 1))  # every axis but the features
     dgamma, dbeta = (g * xhat).sum(axis=rows), g.sum(axis=rows)  # (d,) each
-    like = [dtype if p is None else as_float_array(p, name).dtype for p, name in ((gamma, "gamma"), (beta, "beta"))]
-    return _result(("dx", dx, dtype), ("dgamma", dgamma, like[0]), ("dbeta", dbeta, like[1]))
+    return _result(("dx", dx, dtype), ("dgamma", dgamma, dtype), ("dbeta", dbeta, dtype))
 
 
 def linear_vjp(x: ArrayLike, w: ArrayLike, g: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
