@@ -335,15 +335,27 @@ def test_attention_vjp_is_permutation_equivariant(seed, data):
     np.testing.assert_allclose(pdv, dv[pk], rtol=1e-12, atol=1e-14)
 
 
-@given(seed=seeds, normalize=st.sampled_from(ac.NORMALIZERS))
-def test_normalize_vjp_of_a_bias_constant_along_rows(seed, normalize):
-    """Adding c to a row of scores leaves softmax and l2 weights unchanged: their ds rows sum to 0."""
+@given(seed=seeds, normalize=st.sampled_from(["softmax", "l2"]))
+def test_normalize_vjp_rows_sum_to_zero_for_shift_invariant_normalisations(seed, normalize):
+    """Adding c to a row of scores leaves softmax and l2 weights unchanged, so their ds rows sum to 0
+    (relu2 and "none" change with c, and their rows do not: see the next test)."""
     rng = np.random.default_rng(seed)
     s, g = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
     ds = ac.normalize_vjp(s, g, normalize=normalize)
-    sums = np.abs(ds.sum(axis=-1))
-    if normalize in ("softmax", "l2"):
-        assert np.all(sums <= 1e-14 * (1 + np.abs(g).max()))
+    assert np.all(np.abs(ds.sum(axis=-1)) <= 1e-14 * (1 + np.abs(g).max()))
+
+
+def test_normalize_vjp_rows_of_none_and_relu2_are_the_derivative_along_a_row_shift():
+    """For "none" and relu2 a shift of the row is not invisible: the row sum of ds is the derivative
+    of <g, w(s + c 1)> in c, by finite differences (and it is not 0 here)."""
+    rng = np.random.default_rng(3)
+    s, g = rng.normal(size=(2, 5)) + 0.5, rng.normal(size=(2, 5))
+    for normalize in ("none", "relu2"):
+        def shifted(c, normalize=normalize):
+            return np.sum(g * _weights(s + c, normalize))
+        numeric = (shifted(1e-6) - shifted(-1e-6)) / 2e-6
+        sums = ac.normalize_vjp(s, g, normalize=normalize).sum()
+        assert abs(sums) > 1e-3 and abs(numeric - sums) < 1e-7 * abs(sums), normalize
 
 
 # --------------------------------------------------------------------------------------
