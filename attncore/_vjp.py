@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attncore._attention import attention_weights
+from attncore._attention import attention, attention_weights, merge_heads, multi_head_attention, split_heads
 from attncore._linear import linear
 from attncore._checks import as_float_array, batch_shape, check_axis, check_count, check_real
 from attncore._norms import _feature_param
@@ -834,3 +834,93 @@ def shaw_relative_embeddings_vjp(g: ArrayLike, clip: int) -> np.ndarray:
     table = np.zeros((2 * clip + 1, g.shape[2]), g.dtype)  # (2K + 1, k)
     np.add.at(table, offsets, g)
     return table
+
+
+def multi_head_attention_vjp(
+    x: ArrayLike,
+    w_q: ArrayLike,
+    w_k: ArrayLike,
+    w_v: ArrayLike,
+    w_o: ArrayLike,
+    num_heads: int,
+    g: ArrayLike,
+    *,
+    b_q: ArrayLike | None = None,
+    b_k: ArrayLike | None = None,
+    b_v: ArrayLike | None = None,
+    b_o: ArrayLike | None = None,
+    context: ArrayLike | None = None,
+    mask: ArrayLike | None = None,
+    causal: bool = False,
+) -> dict[str, np.ndarray]:
+    r"""Backward pass of :func:`attncore.multi_head_attention`: the gradient of every argument.
+
+    Parameters
+    ----------
+    x, w_q, w_k, w_v, w_o, num_heads, b_q, b_k, b_v, b_o, context, mask, causal
+        As in :func:`attncore.multi_head_attention`.
+    g : array_like, shape (..., n, d)
+        The upstream gradient, shape of the output.
+
+    Returns
+    -------
+    dict of str to ndarray
+        Keyed by argument name: ``"x"``, ``"w_q"``, ``"w_k"``, ``"w_v"``,
+        ``"w_o"``, ``"b_q"``, ``"b_k"``, ``"b_v"``, ``"b_o"`` (the biases'
+        gradients whether or not a bias was passed), and ``"context"`` when
+        a context was passed.  In self-attention ``"x"`` sums the three
+        paths through queries, keys and values.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`attncore.multi_head_attention`, and for a ``g`` that is not
+        a finite real array of the output's shape.
+
+    See Also
+    --------
+    multi_head_attention : the forward function.
+    attention_vjp : the attention of each head.
+    linear_vjp : each projection.
+
+    Notes
+    -----
+    The forward steps in reverse: :func:`linear_vjp` of the output
+    projection, :func:`attncore.split_heads` of its input gradient (the vjp
+    of :func:`attncore.merge_heads`, a reshape), :func:`attention_vjp` for
+    every head at once, :func:`attncore.merge_heads` of ``dq``, ``dk``,
+    ``dv`` (the vjp of the split) and :func:`linear_vjp` of the three input
+    projections.
+
+    Examples
+    --------
+    With zero weights the output is ``b_o`` for every token, and only ``b_o`` learns:
+
+    >>> import numpy as np
+    >>> from attncore import multi_head_attention_vjp
+    >>> x, g = np.ones((3, 4)), np.random.default_rng(0).normal(size=(3, 4))
+    >>> grads = multi_head_attention_vjp(x, *[np.zeros((4, 4))] * 4, 2, g)
+    >>> bool(np.allclose(grads["b_o"], g.sum(axis=0))), float(np.abs(grads["w_q"]).max())
+    (True, 0.0)
+    """
+    out = multi_head_attention(x, w_q, w_k, w_v, w_o, num_heads, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
+                               context=context, mask=mask, causal=causal)  # validates every argument
+    g = _upstream(g, out.shape, "the output (..., n, d)")
+    x = as_float_array(x, "x")
+    c = x if context is None else as_float_array(context, "context")
+    if mask is not None:
+        scores = batch_shape(("x", x, 2), ("context", c, 2)) + (x.shape[-2], c.shape[-2])
+        mask = np.expand_dims(np.broadcast_to(np.asarray(mask), scores), -3)  # (..., 1, n, m), every head
+    q = split_heads(linear(x, w_q, b_q), num_heads)  # (..., h, n, k)
+    k = split_heads(linear(c, w_k, b_k), num_heads)  # (..., h, m, k)
+    v = split_heads(linear(c, w_v, b_v), num_heads)  # (..., h, m, k)
+    merged = merge_heads(attention(q, k, v, mask=mask, causal=causal))  # (..., n, d)
+    dmerged, dw_o, db_o = linear_vjp(merged, w_o, g)
+    dq, dk, dv = attention_vjp(q, k, v, split_heads(dmerged, num_heads), mask=mask, causal=causal)
+    dx, dw_q, db_q = linear_vjp(x, w_q, merge_heads(dq))
+    dck, dw_k, db_k = linear_vjp(c, w_k, merge_heads(dk))
+    dcv, dw_v, db_v = linear_vjp(c, w_v, merge_heads(dv))
+    grads = dict(w_q=dw_q, w_k=dw_k, w_v=dw_v, w_o=dw_o, b_q=db_q, b_k=db_k, b_v=db_v, b_o=db_o)
+    if context is None:
+        return dict(x=dx + dck + dcv, **grads)
+    return dict(x=dx, context=dck + dcv, **grads)

@@ -213,6 +213,9 @@ def _valid(name, dt):
         "shaw_attention_vjp": lambda: dict(q=q, k=k, v=v, rel_k=rn(3, 5, 4, dtype=dt), rel_v=rn(3, 5, 2, dtype=dt), g=rn(3, 2, dtype=dt),
                                            scale=0.5, mask=np.ones((3, 5), bool), normalize="softmax"),
         "shaw_relative_embeddings_vjp": lambda: dict(g=rn(3, 4, 2, dtype=dt), clip=2),
+        "multi_head_attention_vjp": lambda: dict(x=x, w_q=rn(6, 6, dtype=dt), w_k=rn(6, 6, dtype=dt), w_v=rn(6, 6, dtype=dt),
+                                                 w_o=rn(6, 6, dtype=dt), num_heads=2, g=rn(4, 6, dtype=dt, seed=1), b_q=rn(6, dtype=dt),
+                                                 context=rn(5, 6, dtype=dt), mask=np.ones((4, 5), bool), causal=True),
         "gradient_descent": lambda: dict(loss_and_grad=_quad, params=[np.zeros(2)], steps=3, lr=0.1),
         "adam": lambda: dict(loss_and_grad=_quad, params=[np.zeros(2)], steps=3, lr=0.1, beta1=0.9, beta2=0.99, eps=1e-8),
     }
@@ -296,6 +299,8 @@ ROLES = {
     "ffn_vjp": dict(arrays=["x", "w1", "b1", "w2", "g"]),
     "shaw_attention_vjp": dict(arrays=["q", "k", "v", "rel_k", "rel_v", "g"], scalars=["scale"], choices=["normalize"], mask=True),
     "shaw_relative_embeddings_vjp": dict(arrays=["g"], counts=["clip"]),
+    "multi_head_attention_vjp": dict(arrays=["x", "w_q", "w_k", "w_v", "w_o", "b_q", "context", "g"], counts=["num_heads"], mask=True,
+                                     flags=["causal"]),
     # lr, beta1, beta2 and eps of the trainers are checked in float64 whatever the parameters: hand-written cases below
     "gradient_descent": dict(counts=["steps"]),
     "adam": dict(counts=["steps"]),
@@ -527,6 +532,9 @@ INVALID = {
                            (lambda: ac.shaw_attention_vjp(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 1)), np.zeros((2, 2, 2)),
                                                           np.zeros((2, 2, 1)), np.ones((2, 2))), ValueError, ["g"])],
     "shaw_relative_embeddings_vjp": [(lambda: ac.shaw_relative_embeddings_vjp(np.ones((3, 3)), 1), ValueError, ["g"])],
+    "multi_head_attention_vjp": [
+        (lambda: ac.multi_head_attention_vjp(np.ones((2, 4)), *[np.eye(4)] * 4, 2, np.ones((2, 3))), ValueError, ["g", "(2, 4)"]),
+        (lambda: ac.multi_head_attention_vjp(np.ones((2, 4)), *[np.eye(4)] * 4, 3, np.ones((2, 4))), ValueError, ["num_heads"])],
     "gradient_descent": [(lambda: ac.gradient_descent("sgd", [np.zeros(2)], steps=1, lr=0.1), TypeError, ["loss_and_grad"]),
                          (lambda: ac.gradient_descent(_quad, np.zeros(2), steps=1, lr=0.1), TypeError, ["params"]),
                          (lambda: ac.gradient_descent(_quad, [np.array([np.nan])], steps=1, lr=0.1), ValueError, ["params[0]"]),
@@ -808,6 +816,11 @@ EDGE = {
                   np.asarray(rn(2, 1), L)[:, None, :]], F64),
     ],
     "shaw_relative_embeddings_vjp": [(lambda: ac.shaw_relative_embeddings_vjp(np.ones((2, 4, 1)), 1), lambda: [[1.0], [2.0], [5.0]], F64)],
+    "multi_head_attention_vjp": [
+        # zero weights, no biases: the output is 0 whatever x, so only b_o (the sum of g over the tokens) is nonzero
+        (lambda: list(ac.multi_head_attention_vjp(rn(3, 4), *[np.zeros((4, 4))] * 4, 2, rn(3, 4, seed=1)).values()),
+         lambda: [np.zeros((3, 4))] + [np.zeros((4, 4))] * 4 + [np.zeros(4)] * 3 + [np.asarray(rn(3, 4, seed=1), L).sum(axis=0)], F64),
+    ],
     "gradient_descent": [(lambda: ac.gradient_descent(_quad, [np.zeros(1)], steps=1, lr=0.5)[0][0], lambda: [3.0], F64),
                          (lambda: ac.gradient_descent(_quad, [np.zeros(1)], steps=0, lr=0.5)[1], lambda: np.zeros(0), F64)],
     "adam": [(lambda: ac.adam(_quad, [np.zeros(1)], steps=1, lr=0.1)[0][0], lambda: [0.1 * 6 / (6 + 1e-8)], F64)],

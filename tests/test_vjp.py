@@ -275,6 +275,31 @@ def test_shaw_relative_embeddings_vjp_matches_finite_differences(rng):
     assert max(errors) < RTOL, errors
 
 
+@pytest.mark.parametrize("cross", [False, True])
+def test_multi_head_attention_vjp_matches_finite_differences(rng, cross):
+    d, h = 6, 3
+    x, g = rng.normal(size=(2, 4, d)), rng.normal(size=(2, 4, d))
+    weights = [rng.normal(size=(d, d)) / np.sqrt(d) for _ in range(4)]
+    biases = [rng.normal(size=d) for _ in range(4)]
+    context = rng.normal(size=(2, 5, d)) if cross else None
+    mask = rng.random((4, 5 if cross else 4)) < 0.7
+    names = ["w_q", "w_k", "w_v", "w_o", "b_q", "b_v", "b_o"]  # b_k: see below
+
+    def forward(x, w_q, w_k, w_v, w_o, b_q, b_v, b_o, *ctx):
+        return ac.multi_head_attention(x, w_q, w_k, w_v, w_o, h, b_q=b_q, b_k=biases[1], b_v=b_v, b_o=b_o,
+                                       context=ctx[0] if cross else None, mask=mask, causal=not cross)
+
+    grads = ac.multi_head_attention_vjp(x, *weights, h, g, **dict(zip(["b_q", "b_k", "b_v", "b_o"], biases)), context=context,
+                                        mask=mask, causal=not cross)
+    args = [x, *weights, biases[0], biases[2], biases[3]] + ([context] if cross else [])
+    order = ["x", *names] + (["context"] if cross else [])
+    assert set(grads) == set(order) | {"b_k"}
+    errors = fd_errors(forward, args, [grads[name] for name in order], g, rng)
+    assert max(errors) < RTOL, errors
+    # a key bias adds q . b_k to a whole row of scores, which the softmax ignores: its gradient is 0
+    assert np.abs(grads["b_k"]).max() < 1e-12 * np.abs(grads["b_q"]).max()
+
+
 # --------------------------------------------------------------------------------------
 # Invariants (hypothesis).
 # --------------------------------------------------------------------------------------
