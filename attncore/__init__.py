@@ -99,6 +99,7 @@ from attncore._vjp import (
     shaw_attention_vjp,
     shaw_relative_embeddings_vjp,
     softmax_vjp,
+    transformer_block_vjp,
 )
 
 __all__ = [
@@ -166,6 +167,7 @@ __all__ = [
     "taylor_features",
     "toeplitz",
     "transformer_block",
+    "transformer_block_vjp",
     "trig_random_features",
 ]
 __version__ = "0.1.0"

@@ -23,8 +23,9 @@ from numpy.typing import ArrayLike
 
 from attncore._attention import attention, attention_weights, merge_heads, multi_head_attention, split_heads
 from attncore._linear import linear
+from attncore._block import BlockParams, ffn, transformer_block
 from attncore._checks import as_float_array, batch_shape, check_axis, check_count, check_real
-from attncore._norms import _feature_param
+from attncore._norms import _feature_param, layer_norm
 from attncore._positional import rope
 from attncore._shaw import shaw_attention
 from attncore._softmax import compute_dtype, softmax
@@ -924,3 +925,106 @@ def multi_head_attention_vjp(
     if context is None:
         return dict(x=dx + dck + dcv, **grads)
     return dict(x=dx, context=dck + dcv, **grads)
+
+
+def _layer_norm_vjp3(z, g, gamma, beta):
+    """``layer_norm_vjp`` as a triple always (``dgamma``, ``dbeta`` None for a missing affine)."""
+    if gamma is None and beta is None:
+        return layer_norm_vjp(z, g), None, None
+    dz, dgamma, dbeta = layer_norm_vjp(z, g, gamma=gamma, beta=beta)
+    return dz, None if gamma is None else dgamma, None if beta is None else dbeta
+
+
+def transformer_block_vjp(
+    x: ArrayLike,
+    params: BlockParams,
+    num_heads: int,
+    g: ArrayLike,
+    *,
+    placement: str = "post",
+    mask: ArrayLike | None = None,
+) -> tuple[np.ndarray, BlockParams]:
+    r"""Backward pass of :func:`attncore.transformer_block`: ``(dx, dparams)``.
+
+    Parameters
+    ----------
+    x, params, num_heads, placement, mask
+        As in :func:`attncore.transformer_block`.
+    g : array_like, shape (..., n, d)
+        The upstream gradient, shape of the output.
+
+    Returns
+    -------
+    dx : ndarray, shape (..., n, d)
+    dparams : BlockParams
+        The gradient of every field of ``params`` that is not None (None where the field is None).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`attncore.transformer_block`, and for a ``g`` that is not a
+        finite real array of the output's shape.
+
+    See Also
+    --------
+    transformer_block : the forward function.
+    multi_head_attention_vjp, ffn_vjp, layer_norm_vjp : its parts.
+
+    Notes
+    -----
+    Each placement's two equations, differentiated from the output back; a
+    residual connection passes its gradient through unchanged and adds the
+    branch's.  Post-LN, :math:`H = \mathrm{LN}_1(X + \mathrm{MHA}(X))`,
+    :math:`Y = \mathrm{LN}_2(H + \mathrm{FFN}(H))`:
+    :math:`dB = \mathrm{LN}_2^*(G)`, :math:`dH = dB + \mathrm{FFN}^*(dB)`,
+    :math:`dA = \mathrm{LN}_1^*(dH)`, :math:`dX = dA + \mathrm{MHA}^*(dA)`,
+    with :math:`f^*` the vjp of :math:`f`; pre-LN and branch-LN likewise.
+
+    Examples
+    --------
+    Permuting the tokens permutes ``dx`` and leaves the parameters' gradients unchanged:
+
+    >>> import numpy as np
+    >>> from attncore import init_block_params, transformer_block_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> p, x, g = init_block_params(4, 8, rng), rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    >>> dx, dp = transformer_block_vjp(x, p, 2, g)
+    >>> dx2, dp2 = transformer_block_vjp(x[[2, 0, 1]], p, 2, g[[2, 0, 1]])
+    >>> bool(np.allclose(dx2, dx[[2, 0, 1]]) and np.allclose(dp2.w_q, dp.w_q))
+    True
+    """
+    y = transformer_block(x, params, num_heads, placement=placement, mask=mask)  # validates every argument
+    g, x, p = _upstream(g, y.shape, "the output (..., n, d)"), as_float_array(x, "x"), params
+    weights = (p.w_q, p.w_k, p.w_v, p.w_o, num_heads)
+    biases = dict(b_q=p.b_q, b_k=p.b_k, b_v=p.b_v, b_o=p.b_o)
+    mha = lambda z: multi_head_attention(z, *weights, **biases, mask=mask)  # noqa: E731
+    mha_vjp = lambda z, dz: multi_head_attention_vjp(z, *weights, dz, **biases, mask=mask)  # noqa: E731
+    ffn_out = lambda z: ffn(z, p.w1, p.b1, p.w2, p.b2)  # noqa: E731
+    if placement == "post":  # H = LN1(X + MHA(X)), Y = LN2(H + FFN(H))
+        a = x + mha(x)
+        h = layer_norm(a, p.gamma1, p.beta1)
+        db, dgamma2, dbeta2 = _layer_norm_vjp3(h + ffn_out(h), g, p.gamma2, p.beta2)
+        dffn = ffn_vjp(h, p.w1, p.b1, p.w2, db)
+        da, dgamma1, dbeta1 = _layer_norm_vjp3(a, db + dffn[0], p.gamma1, p.beta1)
+        dmha = mha_vjp(x, da)
+        dx = da + dmha["x"]
+    elif placement == "branch":  # H = X + LN1(MHA(X)), Y = H + LN2(FFN(H))
+        h = x + layer_norm(mha(x), p.gamma1, p.beta1)
+        df, dgamma2, dbeta2 = _layer_norm_vjp3(ffn_out(h), g, p.gamma2, p.beta2)
+        dffn = ffn_vjp(h, p.w1, p.b1, p.w2, df)
+        dh = g + dffn[0]
+        dm, dgamma1, dbeta1 = _layer_norm_vjp3(mha(x), dh, p.gamma1, p.beta1)
+        dmha = mha_vjp(x, dm)
+        dx = dh + dmha["x"]
+    else:  # pre: H = X + MHA(LN1(X)), Y = H + FFN(LN2(H))
+        z1 = layer_norm(x, p.gamma1, p.beta1)
+        h = x + mha(z1)
+        dffn = ffn_vjp(layer_norm(h, p.gamma2, p.beta2), p.w1, p.b1, p.w2, g)
+        dh_ln, dgamma2, dbeta2 = _layer_norm_vjp3(h, dffn[0], p.gamma2, p.beta2)
+        dh = g + dh_ln
+        dmha = mha_vjp(z1, dh)
+        dx_ln, dgamma1, dbeta1 = _layer_norm_vjp3(x, dmha["x"], p.gamma1, p.beta1)
+        dx = dh + dx_ln
+    found = dict(dmha, w1=dffn[1], b1=dffn[2], w2=dffn[3], b2=dffn[4], gamma1=dgamma1, beta1=dbeta1,
+                 gamma2=dgamma2, beta2=dbeta2)
+    return dx, BlockParams(**{f: None if v is None else found[f] for f, v in zip(BlockParams._fields, p)})

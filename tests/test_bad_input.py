@@ -216,6 +216,8 @@ def _valid(name, dt):
         "multi_head_attention_vjp": lambda: dict(x=x, w_q=rn(6, 6, dtype=dt), w_k=rn(6, 6, dtype=dt), w_v=rn(6, 6, dtype=dt),
                                                  w_o=rn(6, 6, dtype=dt), num_heads=2, g=rn(4, 6, dtype=dt, seed=1), b_q=rn(6, dtype=dt),
                                                  context=rn(5, 6, dtype=dt), mask=np.ones((4, 5), bool), causal=True),
+        "transformer_block_vjp": lambda: dict(x=x, params=ac.init_block_params(6, 8, gen(), dtype=dt), num_heads=2, g=rn(4, 6, dtype=dt, seed=1),
+                                              placement="branch", mask=np.ones((4, 4), bool)),
         "gradient_descent": lambda: dict(loss_and_grad=_quad, params=[np.zeros(2)], steps=3, lr=0.1),
         "adam": lambda: dict(loss_and_grad=_quad, params=[np.zeros(2)], steps=3, lr=0.1, beta1=0.9, beta2=0.99, eps=1e-8),
     }
@@ -301,6 +303,7 @@ ROLES = {
     "shaw_relative_embeddings_vjp": dict(arrays=["g"], counts=["clip"]),
     "multi_head_attention_vjp": dict(arrays=["x", "w_q", "w_k", "w_v", "w_o", "b_q", "context", "g"], counts=["num_heads"], mask=True,
                                      flags=["causal"]),
+    "transformer_block_vjp": dict(arrays=["x", "g"], counts=["num_heads"], choices=["placement"], mask=True),
     # lr, beta1, beta2 and eps of the trainers are checked in float64 whatever the parameters: hand-written cases below
     "gradient_descent": dict(counts=["steps"]),
     "adam": dict(counts=["steps"]),
@@ -535,6 +538,10 @@ INVALID = {
     "multi_head_attention_vjp": [
         (lambda: ac.multi_head_attention_vjp(np.ones((2, 4)), *[np.eye(4)] * 4, 2, np.ones((2, 3))), ValueError, ["g", "(2, 4)"]),
         (lambda: ac.multi_head_attention_vjp(np.ones((2, 4)), *[np.eye(4)] * 4, 3, np.ones((2, 4))), ValueError, ["num_heads"])],
+    "transformer_block_vjp": [
+        (lambda: ac.transformer_block_vjp(np.ones((2, 4)), tuple(_bp()), 2, np.ones((2, 4))), TypeError, ["params"]),
+        (lambda: ac.transformer_block_vjp(np.ones((2, 4)), _bp()._replace(w2=np.ones((3, 4))), 2, np.ones((2, 4))), ValueError, ["params.w2"]),
+        (lambda: ac.transformer_block_vjp(np.ones((2, 4)), _bp(), 2, np.ones((4, 2))), ValueError, ["g", "(2, 4)"])],
     "gradient_descent": [(lambda: ac.gradient_descent("sgd", [np.zeros(2)], steps=1, lr=0.1), TypeError, ["loss_and_grad"]),
                          (lambda: ac.gradient_descent(_quad, np.zeros(2), steps=1, lr=0.1), TypeError, ["params"]),
                          (lambda: ac.gradient_descent(_quad, [np.array([np.nan])], steps=1, lr=0.1), ValueError, ["params[0]"]),
@@ -820,6 +827,12 @@ EDGE = {
         # zero weights, no biases: the output is 0 whatever x, so only b_o (the sum of g over the tokens) is nonzero
         (lambda: list(ac.multi_head_attention_vjp(rn(3, 4), *[np.zeros((4, 4))] * 4, 2, rn(3, 4, seed=1)).values()),
          lambda: [np.zeros((3, 4))] + [np.zeros((4, 4))] * 4 + [np.zeros(4)] * 3 + [np.asarray(rn(3, 4, seed=1), L).sum(axis=0)], F64),
+    ],
+    "transformer_block_vjp": [
+        # zero weights, no biases, pre-LN: both branches output 0 whatever their input, so dx = g and every weight gets 0
+        (lambda: [ac.transformer_block_vjp(rn(3, 4), ac.BlockParams(*[np.zeros((4, 4))] * 6), 2, rn(3, 4, seed=1), placement="pre")[0],
+                  *ac.transformer_block_vjp(rn(3, 4), ac.BlockParams(*[np.zeros((4, 4))] * 6), 2, rn(3, 4, seed=1), placement="pre")[1][:6]],
+         lambda: [np.asarray(rn(3, 4, seed=1), L)] + [np.zeros((4, 4))] * 6, F64),
     ],
     "gradient_descent": [(lambda: ac.gradient_descent(_quad, [np.zeros(1)], steps=1, lr=0.5)[0][0], lambda: [3.0], F64),
                          (lambda: ac.gradient_descent(_quad, [np.zeros(1)], steps=0, lr=0.5)[1], lambda: np.zeros(0), F64)],

@@ -300,6 +300,24 @@ def test_multi_head_attention_vjp_matches_finite_differences(rng, cross):
     assert np.abs(grads["b_k"]).max() < 1e-12 * np.abs(grads["b_q"]).max()
 
 
+@pytest.mark.parametrize("placement", ["post", "pre", "branch"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_transformer_block_vjp_matches_finite_differences(rng, placement, bias):
+    params = ac.init_block_params(4, 6, rng, bias=bias)
+    x, g = rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4))
+    mask = ac.causal_mask(5)
+    present = [f for f, v in zip(ac.BlockParams._fields, params) if v is not None and f != "b_k"]  # b_k: gradient 0
+
+    def forward(x, *values):
+        return ac.transformer_block(x, params._replace(**dict(zip(present, values))), 2, placement=placement, mask=mask)
+
+    dx, dparams = ac.transformer_block_vjp(x, params, 2, g, placement=placement, mask=mask)
+    assert all((getattr(dparams, f) is None) == (getattr(params, f) is None) for f in ac.BlockParams._fields)
+    errors = fd_errors(forward, [x, *(getattr(params, f) for f in present)], [dx, *(getattr(dparams, f) for f in present)],
+                       g, rng, h=1e-4)
+    assert max(errors) < RTOL, errors
+
+
 # --------------------------------------------------------------------------------------
 # Invariants (hypothesis).
 # --------------------------------------------------------------------------------------
