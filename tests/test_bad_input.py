@@ -40,6 +40,11 @@ def gen():
     return np.random.default_rng(0)
 
 
+def _quad(params):
+    """loss (p - 3)^2 summed, and its gradient: the trainers' test problem."""
+    return float(np.sum((params[0] - 3.0) ** 2)), [2 * (params[0] - 3.0)]
+
+
 # --------------------------------------------------------------------------------------
 # Independent references: plain loops and closed forms, in np.longdouble.
 # --------------------------------------------------------------------------------------
@@ -193,6 +198,28 @@ def _valid(name, dt):
         "synthesizer_costs": lambda: dict(n=16, d=8, k=4, v=4, f=8, a=4, rank=2),
         "BlockParams": lambda: dict(**{f: rn(2, 2) for f in ac.BlockParams._fields[:6]}),
         "NORMALIZERS": None,
+        # the backward pass (attncore/_vjp.py) and the trainers (attncore/_train.py)
+        "softmax_vjp": lambda: dict(x=rn(3, 5, dtype=dt), g=rn(3, 5, dtype=dt, seed=1), axis=-1),
+        "normalize_vjp": lambda: dict(s=rn(3, 5, dtype=dt), g=rn(3, 5, dtype=dt, seed=1), normalize="l2", mask=np.ones((3, 5), bool)),
+        "attention_vjp": lambda: dict(q=q, k=k, v=v, g=rn(3, 2, dtype=dt), bias=rn(3, 5), scale=0.3, mask=np.ones((3, 5), bool),
+                                      causal=True),
+        "attention_bias_vjp": lambda: dict(q=q, k=k, v=v, g=rn(3, 2, dtype=dt), bias=rn(3, 5), scale=0.3, normalize="relu2",
+                                           mask=np.ones((3, 5), bool), causal=True),
+        "relative_bias_vjp": lambda: dict(g=rn(3, 5, dtype=dt)),
+        "rope_vjp": lambda: dict(g=x, positions=np.arange(4.0), base=50.0, convention="half"),
+        "layer_norm_vjp": lambda: dict(x=x, g=rn(4, 6, dtype=dt, seed=1), gamma=rn(6), beta=rn(6), eps=1e-3),
+        "linear_vjp": lambda: dict(x=x, w=rn(6, 3, dtype=dt), g=rn(4, 3, dtype=dt)),
+        "ffn_vjp": lambda: dict(x=x, w1=rn(6, 8, dtype=dt), b1=rn(8, dtype=dt), w2=rn(8, 6, dtype=dt), g=rn(4, 6, dtype=dt, seed=1)),
+        "shaw_attention_vjp": lambda: dict(q=q, k=k, v=v, rel_k=rn(3, 5, 4, dtype=dt), rel_v=rn(3, 5, 2, dtype=dt), g=rn(3, 2, dtype=dt),
+                                           scale=0.5, mask=np.ones((3, 5), bool), normalize="softmax"),
+        "shaw_relative_embeddings_vjp": lambda: dict(g=rn(3, 4, 2, dtype=dt), clip=2),
+        "multi_head_attention_vjp": lambda: dict(x=x, w_q=rn(6, 6, dtype=dt), w_k=rn(6, 6, dtype=dt), w_v=rn(6, 6, dtype=dt),
+                                                 w_o=rn(6, 6, dtype=dt), num_heads=2, g=rn(4, 6, dtype=dt, seed=1), b_q=rn(6, dtype=dt),
+                                                 context=rn(5, 6, dtype=dt), mask=np.ones((4, 5), bool), causal=True),
+        "transformer_block_vjp": lambda: dict(x=x, params=ac.init_block_params(6, 8, gen(), dtype=dt), num_heads=2, g=rn(4, 6, dtype=dt, seed=1),
+                                              placement="branch", mask=np.ones((4, 4), bool)),
+        "gradient_descent": lambda: dict(loss_and_grad=_quad, params=[np.zeros(2)], steps=3, lr=0.1),
+        "adam": lambda: dict(loss_and_grad=_quad, params=[np.zeros(2)], steps=3, lr=0.1, beta1=0.9, beta2=0.99, eps=1e-8),
     }
     return table[name]
 
@@ -262,10 +289,29 @@ ROLES = {
     "synthesizer_costs": dict(counts=["n", "d", "k", "v", "f", "a", "rank"]),
     "BlockParams": dict(),
     "NORMALIZERS": dict(),
+    "softmax_vjp": dict(neg_inf=["x"], arrays=["g"]),
+    "normalize_vjp": dict(neg_inf=["s"], arrays=["g"], choices=["normalize"], mask=True),
+    "attention_vjp": dict(arrays=["q", "k", "v", "g"], neg_inf=["bias"], scalars=["scale"], mask=True, flags=["causal"]),
+    "attention_bias_vjp": dict(arrays=["q", "k", "v", "g"], neg_inf=["bias"], scalars=["scale"], choices=["normalize"], mask=True,
+                               flags=["causal"]),
+    "relative_bias_vjp": dict(arrays=["g"]),
+    "rope_vjp": dict(arrays=["g", "positions"], scalars=["base"], choices=["convention"]),
+    "layer_norm_vjp": dict(arrays=["x", "g", "gamma", "beta"], scalars=["eps"]),
+    "linear_vjp": dict(arrays=["x", "w", "g"]),
+    "ffn_vjp": dict(arrays=["x", "w1", "b1", "w2", "g"]),
+    "shaw_attention_vjp": dict(arrays=["q", "k", "v", "rel_k", "rel_v", "g"], scalars=["scale"], choices=["normalize"], mask=True),
+    "shaw_relative_embeddings_vjp": dict(arrays=["g"], counts=["clip"]),
+    "multi_head_attention_vjp": dict(arrays=["x", "w_q", "w_k", "w_v", "w_o", "b_q", "context", "g"], counts=["num_heads"], mask=True,
+                                     flags=["causal"]),
+    "transformer_block_vjp": dict(arrays=["x", "g"], counts=["num_heads"], choices=["placement"], mask=True),
+    # lr, beta1, beta2 and eps of the trainers are checked in float64 whatever the parameters: hand-written cases below
+    "gradient_descent": dict(counts=["steps"]),
+    "adam": dict(counts=["steps"]),
 }
 #: Counts that may be 0 (the others must be >= 1).
 ZERO_OK = {("sinusoidal_encoding", "n"), ("rope_permutation", "d"), ("taylor_features", "order"), ("taylor_features", "max_entries"),
            ("exp_limit_features", "max_entries"), ("probe_hidden_states", "layers"), ("probe_hidden_states", "shaw_clip")}
+ZERO_OK |= {("shaw_relative_embeddings_vjp", "clip"), ("gradient_descent", "steps"), ("adam", "steps")}
 
 
 def _generated():
@@ -463,6 +509,52 @@ INVALID = {
     "BlockParams": [(lambda: ac.BlockParams(np.eye(2)), TypeError, ["w_k"]),
                     (lambda: ac.BlockParams(*[np.eye(2)] * 6, bogus=1), TypeError, ["bogus"])],
     "NORMALIZERS": [(lambda: ac.attention_weights(np.ones((1, 2)), np.ones((1, 2)), normalize="softmax2"), ValueError, ["normalize"])],
+    "softmax_vjp": [(lambda: ac.softmax_vjp(np.ones((2, 3)), np.ones((3, 2))), ValueError, ["g", "x", "(2, 3)"]),
+                    (lambda: ac.softmax_vjp(np.ones((2, 3)), np.ones((2, 3)), axis=2), ValueError, ["axis"])],
+    "normalize_vjp": [(lambda: ac.normalize_vjp(np.ones(3), np.ones(3)), ValueError, ["s"]),
+                      (lambda: ac.normalize_vjp(np.full((1, 2), 1e3), np.ones((1, 2)), normalize="none"), ValueError, ["none"])],
+    "attention_vjp": [(lambda: ac.attention_vjp(np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2)), np.ones((3, 4))), ValueError, ["g", "(3, 2)"]),
+                      (lambda: ac.attention_vjp(np.ones((3, 4)), np.ones((5, 4)), np.ones((6, 2)), np.ones((3, 2))), ValueError, ["k", "v"]),
+                      (lambda: ac.attention_vjp(np.zeros((2, 0)), np.zeros((2, 0)), np.zeros((2, 1)), np.zeros((2, 1))), ValueError, ["scale"])],
+    "attention_bias_vjp": [(lambda: ac.attention_bias_vjp(np.ones((3, 4)), np.ones((5, 4)), np.ones((5, 2)), np.ones((3, 2)),
+                                                          bias=np.ones((4, 5))), ValueError, ["bias"])],
+    "relative_bias_vjp": [(lambda: ac.relative_bias_vjp(np.ones(3)), ValueError, ["g"]),
+                          (lambda: ac.relative_bias_vjp(np.ones((0, 3))), ValueError, ["g", "n >= 1"])],
+    "rope_vjp": [(lambda: ac.rope_vjp(np.ones((2, 3))), ValueError, ["g", "even"]),
+                 (lambda: ac.rope_vjp(np.ones((2, 4)), positions=np.ones(3)), ValueError, ["positions"])],
+    "layer_norm_vjp": [(lambda: ac.layer_norm_vjp(np.ones((2, 3)), np.ones((2, 3)), eps=0.0), ValueError, ["variance 0", "eps"]),
+                       (lambda: ac.layer_norm_vjp(np.ones((2, 3)), np.ones((2, 3)), gamma=np.ones(4)), ValueError, ["gamma"]),
+                       (lambda: ac.layer_norm_vjp(np.ones((2, 3)), np.ones((3, 3))), ValueError, ["g", "(2, 3)"])],
+    "linear_vjp": [(lambda: ac.linear_vjp(np.ones((3, 4)), np.ones((5, 2)), np.ones((3, 2))), ValueError, ["w", "x"]),
+                   (lambda: ac.linear_vjp(np.ones((3, 4)), np.ones((4, 2)), np.ones((3, 4))), ValueError, ["g", "x @ w"])],
+    "ffn_vjp": [(lambda: ac.ffn_vjp(np.ones((2, 3)), np.ones((3, 4)), None, np.ones((5, 3)), np.ones((2, 3))), ValueError, ["w2"]),
+                (lambda: ac.ffn_vjp(np.ones((2, 3)), np.ones((3, 4)), np.ones(5), np.ones((4, 3)), np.ones((2, 3))), ValueError, ["b1"]),
+                (lambda: ac.ffn_vjp(np.ones((2, 3)), np.ones((3, 4)), None, np.ones((4, 3)), np.ones((2, 4))), ValueError, ["g"])],
+    "shaw_attention_vjp": [(lambda: ac.shaw_attention_vjp(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 1)), np.zeros((2, 3, 2)),
+                                                          np.zeros((2, 2, 1)), np.ones((2, 1))), ValueError, ["rel_k"]),
+                           (lambda: ac.shaw_attention_vjp(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 1)), np.zeros((2, 2, 2)),
+                                                          np.zeros((2, 2, 1)), np.ones((2, 2))), ValueError, ["g"])],
+    "shaw_relative_embeddings_vjp": [(lambda: ac.shaw_relative_embeddings_vjp(np.ones((3, 3)), 1), ValueError, ["g"])],
+    "multi_head_attention_vjp": [
+        (lambda: ac.multi_head_attention_vjp(np.ones((2, 4)), *[np.eye(4)] * 4, 2, np.ones((2, 3))), ValueError, ["g", "(2, 4)"]),
+        (lambda: ac.multi_head_attention_vjp(np.ones((2, 4)), *[np.eye(4)] * 4, 3, np.ones((2, 4))), ValueError, ["num_heads"])],
+    "transformer_block_vjp": [
+        (lambda: ac.transformer_block_vjp(np.ones((2, 4)), tuple(_bp()), 2, np.ones((2, 4))), TypeError, ["params"]),
+        (lambda: ac.transformer_block_vjp(np.ones((2, 4)), _bp()._replace(w2=np.ones((3, 4))), 2, np.ones((2, 4))), ValueError, ["params.w2"]),
+        (lambda: ac.transformer_block_vjp(np.ones((2, 4)), _bp(), 2, np.ones((4, 2))), ValueError, ["g", "(2, 4)"])],
+    "gradient_descent": [(lambda: ac.gradient_descent("sgd", [np.zeros(2)], steps=1, lr=0.1), TypeError, ["loss_and_grad"]),
+                         (lambda: ac.gradient_descent(_quad, np.zeros(2), steps=1, lr=0.1), TypeError, ["params"]),
+                         (lambda: ac.gradient_descent(_quad, [np.array([np.nan])], steps=1, lr=0.1), ValueError, ["params[0]"]),
+                         (lambda: ac.gradient_descent(_quad, [np.zeros(2)], steps=1, lr=0.0), ValueError, ["lr"]),
+                         (lambda: ac.gradient_descent(_quad, [np.zeros(2)], steps=1, lr="0.1"), TypeError, ["lr"]),
+                         (lambda: ac.gradient_descent(lambda p: (math.nan, [np.zeros(2)]), [np.zeros(2)], steps=1, lr=0.1), ValueError,
+                          ["loss", "diverged"]),
+                         (lambda: ac.gradient_descent(lambda p: (0.0, [np.zeros(3)]), [np.zeros(2)], steps=1, lr=0.1), ValueError,
+                          ["loss_and_grad", "(3,)", "(2,)"])],
+    "adam": [(lambda: ac.adam(_quad, [np.zeros(2)], steps=1, beta1=1.0), ValueError, ["beta1"]),
+             (lambda: ac.adam(_quad, [np.zeros(2)], steps=1, beta2="0.9"), TypeError, ["beta2"]),
+             (lambda: ac.adam(_quad, [np.zeros(2)], steps=1, eps=0.0), ValueError, ["eps"]),
+             (lambda: ac.adam(_quad, [np.zeros(2)], steps=1, lr=-1.0), ValueError, ["lr"])],
 }
 
 
@@ -684,6 +776,67 @@ EDGE = {
         (lambda: [ac.attention_weights(rn(2, 3), rn(4, 3), normalize=kind) for kind in ac.NORMALIZERS],
          lambda: [ref_weights(rn(2, 3), rn(4, 3), normalize=kind) for kind in ("softmax", "l2", "relu2", "none")], F64),
     ],
+    # the backward pass: closed forms worked by hand (see each function's Notes for the formula)
+    "softmax_vjp": [
+        (lambda: ac.softmax_vjp(np.array([0.0, 0.0]), np.array([1.0, 0.0])), lambda: [0.25, -0.25], F64),
+        (lambda: ac.softmax_vjp(np.array([0.0, -np.inf, 0.0]), np.array([1.0, 5.0, 0.0])), lambda: [0.25, 0.0, -0.25], F64),
+        (lambda: ac.softmax_vjp(np.zeros((2, 1), F16), np.array([[1.0], [0.0]], F16), axis=0), lambda: [[0.25], [-0.25]], F16),
+    ],
+    "normalize_vjp": [
+        (lambda: ac.normalize_vjp(np.array([[0.0, math.log(2.0)]]), np.ones((1, 2)), normalize="none"), lambda: [[1.0, 2.0]], F64),
+        (lambda: ac.normalize_vjp(np.array([[-1.0, 2.0]]), np.ones((1, 2)), normalize="relu2"), lambda: [[0.0, 2.0]], F64),
+        (lambda: ac.normalize_vjp(np.zeros((1, 2)), np.array([[1.0, 0.0]]), normalize="l2"),
+         lambda: [[1 / (2 * math.sqrt(2)), -1 / (2 * math.sqrt(2))]], F64),
+    ],
+    "attention_vjp": [
+        # one key: A = 1, so dS = 0 (dq = dk = 0) and dv is the sum of g over the queries
+        (lambda: list(ac.attention_vjp(rn(2, 3), rn(1, 3), rn(1, 2), rn(2, 2))),
+         lambda: [np.zeros((2, 3)), np.zeros((1, 3)), np.asarray(rn(2, 2), L).sum(axis=0, keepdims=True)], F64),
+        # q = 0: uniform weights 1/m, dk = 0, dq_i = scale/m sum_j (g_i.v_j - mean_j' g_i.v_j') k_j
+        (lambda: list(ac.attention_vjp(np.zeros((2, 2)), rn(3, 2), rn(3, 1), rn(2, 1), scale=0.5)),
+         lambda: [np.array([[L(0.5) / 3 * sum((rn(2, 1)[i, 0] * rn(3, 1)[j, 0] - sum(rn(2, 1)[i, 0] * rn(3, 1)[t, 0] for t in range(3)) / 3)
+                                              * rn(3, 2)[j, c] for j in range(3)) for c in range(2)] for i in range(2)], L),
+                  np.zeros((3, 2)), np.array([[sum(rn(2, 1)[:, 0]) / 3]] * 3, L)], F64),
+    ],
+    "attention_bias_vjp": [
+        # "none" with q = k = 0 and bias 0: w = 1, so dv_j = sum_i g_i and dbias = g v^T
+        (lambda: list(ac.attention_bias_vjp(np.zeros((2, 2)), np.zeros((3, 2)), rn(3, 1), rn(2, 1), bias=np.zeros((2, 3)), normalize="none")),
+         lambda: [np.zeros((2, 2)), np.zeros((3, 2)), np.full((3, 1), float(np.sum(rn(2, 1)))), ref_matmul(rn(2, 1), rn(3, 1).T)], F64),
+    ],
+    "relative_bias_vjp": [(lambda: ac.relative_bias_vjp(np.arange(6.0).reshape(2, 3)), lambda: [3.0, 4.0, 6.0, 2.0], F64)],
+    "rope_vjp": [(lambda: ac.rope_vjp(np.array([[1.0, 0.0]]), positions=[2.0], base=7.0), lambda: [[math.cos(2.0), -math.sin(2.0)]], F64)],
+    "layer_norm_vjp": [
+        (lambda: ac.layer_norm_vjp(np.array([[1.0, 2.0, 3.0]]), np.array([[1.0, 0.0, 0.0]]), eps=0.0),
+         lambda: [[math.sqrt(1.5) / 6, -math.sqrt(1.5) / 3, math.sqrt(1.5) / 6]], F64),
+        (lambda: ac.layer_norm_vjp(np.ones((1, 3)), np.array([[1.0, 2.0, 3.0]]), eps=0.25), lambda: [[-2.0, 0.0, 2.0]], F64),
+        (lambda: list(ac.layer_norm_vjp(np.array([[1.0, 2.0, 3.0]]), np.array([[1.0, 0.0, 0.0]]), gamma=np.zeros(3), eps=0.0)),
+         lambda: [np.zeros((1, 3)), np.array([-math.sqrt(1.5), 0.0, 0.0]), np.array([1.0, 0.0, 0.0])], F64),
+    ],
+    "linear_vjp": [(lambda: list(ac.linear_vjp(np.array([[1.0, 2.0]]), np.ones((2, 1)), np.array([[3.0]]))),
+                    lambda: [np.array([[3.0, 3.0]]), np.array([[3.0], [6.0]]), np.array([3.0])], F64)],
+    "ffn_vjp": [(lambda: list(ac.ffn_vjp(np.array([[1.0]]), np.array([[1.0, -1.0]]), None, np.array([[2.0], [5.0]]), np.array([[1.0]]))),
+                 lambda: [np.array([[2.0]]), np.array([[2.0, 0.0]]), np.array([2.0, 0.0]), np.array([[1.0], [0.0]]), np.array([1.0])], F64)],
+    "shaw_attention_vjp": [
+        # one key: w = 1, dS = 0, dv = sum_i g_i and drel_v[i, 0] = g_i
+        (lambda: list(ac.shaw_attention_vjp(rn(2, 2), rn(1, 2), rn(1, 1), np.zeros((2, 1, 2)), np.zeros((2, 1, 1)), rn(2, 1))),
+         lambda: [np.zeros((2, 2)), np.zeros((1, 2)), np.full((1, 1), float(np.sum(rn(2, 1)))), np.zeros((2, 1, 2)),
+                  np.asarray(rn(2, 1), L)[:, None, :]], F64),
+    ],
+    "shaw_relative_embeddings_vjp": [(lambda: ac.shaw_relative_embeddings_vjp(np.ones((2, 4, 1)), 1), lambda: [[1.0], [2.0], [5.0]], F64)],
+    "multi_head_attention_vjp": [
+        # zero weights, no biases: the output is 0 whatever x, so only b_o (the sum of g over the tokens) is nonzero
+        (lambda: list(ac.multi_head_attention_vjp(rn(3, 4), *[np.zeros((4, 4))] * 4, 2, rn(3, 4, seed=1)).values()),
+         lambda: [np.zeros((3, 4))] + [np.zeros((4, 4))] * 4 + [np.zeros(4)] * 3 + [np.asarray(rn(3, 4, seed=1), L).sum(axis=0)], F64),
+    ],
+    "transformer_block_vjp": [
+        # zero weights, no biases, pre-LN: both branches output 0 whatever their input, so dx = g and every weight gets 0
+        (lambda: [ac.transformer_block_vjp(rn(3, 4), ac.BlockParams(*[np.zeros((4, 4))] * 6), 2, rn(3, 4, seed=1), placement="pre")[0],
+                  *ac.transformer_block_vjp(rn(3, 4), ac.BlockParams(*[np.zeros((4, 4))] * 6), 2, rn(3, 4, seed=1), placement="pre")[1][:6]],
+         lambda: [np.asarray(rn(3, 4, seed=1), L)] + [np.zeros((4, 4))] * 6, F64),
+    ],
+    "gradient_descent": [(lambda: ac.gradient_descent(_quad, [np.zeros(1)], steps=1, lr=0.5)[0][0], lambda: [3.0], F64),
+                         (lambda: ac.gradient_descent(_quad, [np.zeros(1)], steps=0, lr=0.5)[1], lambda: np.zeros(0), F64)],
+    "adam": [(lambda: ac.adam(_quad, [np.zeros(1)], steps=1, lr=0.1)[0][0], lambda: [0.1 * 6 / (6 + 1e-8)], F64)],
 }
 
 

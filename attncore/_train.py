@@ -1,0 +1,182 @@
+r"""A small trainer: gradient descent and Adam over a list of float64 arrays.
+
+The model is whatever ``loss_and_grad`` computes: a function of the list of
+parameters that returns the loss and the list of its gradients (built from the
+vector-Jacobian products of :mod:`attncore._vjp`).  Nothing random happens
+here: the seeds live where the parameters are drawn, with
+:func:`numpy.random.default_rng`, so a run is fixed by its seeds (up to the
+rounding of the BLAS library the products run on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attncore._checks import as_float_array, check_count, check_positive, check_real
+
+def _start(loss_and_grad, params, steps, lr):
+    """Validate the arguments shared by the trainers; return float64 copies of ``params``."""
+    if not callable(loss_and_grad):
+        raise TypeError(f"loss_and_grad must be a function of the parameters, got {type(loss_and_grad).__name__}")
+    if isinstance(params, np.ndarray) or not isinstance(params, Sequence) or not params:
+        raise TypeError(f"params must be a non-empty list of arrays, got {type(params).__name__}")
+    params = [as_float_array(p, f"params[{i}]").astype(np.float64) for i, p in enumerate(params)]
+    return params, check_count(steps, "steps", minimum=0), check_positive(lr, "lr")
+
+
+def _evaluate(loss_and_grad, params):
+    """``(loss, grads)`` at ``params``, checked: a finite loss and one finite gradient per parameter, of its shape."""
+    loss, grads = loss_and_grad([p.copy() for p in params])
+    loss = float(loss)
+    if not np.isfinite(loss):
+        raise ValueError(f"loss_and_grad returned the loss {loss}: training diverged (lower lr)")
+    if len(grads) != len(params):
+        raise ValueError(f"loss_and_grad returned {len(grads)} gradients for {len(params)} parameters")
+    grads = [as_float_array(g, f"gradient {i} of loss_and_grad") for i, g in enumerate(grads)]
+    for i, (g, p) in enumerate(zip(grads, params)):
+        if g.shape != p.shape:
+            raise ValueError(f"gradient {i} of loss_and_grad has shape {g.shape}, its parameter {p.shape}")
+    return loss, grads
+
+
+def gradient_descent(
+    loss_and_grad: Callable[[list[np.ndarray]], tuple[float, list[np.ndarray]]], params: Sequence[ArrayLike], *, steps: int, lr: float
+) -> tuple[list[np.ndarray], np.ndarray]:
+    r"""Plain gradient descent: ``p <- p - lr * dL/dp``, ``steps`` times.
+
+    Parameters
+    ----------
+    loss_and_grad : callable
+        ``loss_and_grad(params) -> (loss, grads)``: the loss (a number) and
+        one gradient per parameter, of its shape.
+    params : list of array_like
+        The starting point; copied to float64, never modified.
+    steps : int
+        Number of updates (0 allowed).
+    lr : float
+        The step size, ``> 0``.
+
+    Returns
+    -------
+    params : list of ndarray
+        The parameters after ``steps`` updates.
+    losses : ndarray, shape (steps,)
+        The loss before each update.
+
+    Raises
+    ------
+    TypeError
+        If ``loss_and_grad`` is not callable, ``params`` not a non-empty list
+        of real arrays, ``steps`` not an integer or ``lr`` not a real number.
+    ValueError
+        If a parameter holds NaN or ``+-inf``, ``steps < 0`` or ``lr`` is not
+        finite and ``> 0``; if ``loss_and_grad`` returns a loss that is not
+        finite (training diverged) or gradients that do not match the parameters.
+
+    See Also
+    --------
+    adam
+
+    Notes
+    -----
+    On a quadratic loss with Hessian :math:`H`, the iteration converges for
+    :math:`0 < \mathrm{lr} < 2 / \lambda_{\max}(H)`, linearly with rate
+    :math:`\max_i |1 - \mathrm{lr}\,\lambda_i|`.
+
+    Examples
+    --------
+    The minimum of ``(p - 3)**2`` is 3:
+
+    >>> import numpy as np
+    >>> from attncore import gradient_descent
+    >>> params, losses = gradient_descent(lambda p: (float((p[0] - 3) ** 2), [2 * (p[0] - 3)]),
+    ...                                   [np.array(0.0)], steps=100, lr=0.1)
+    >>> float(params[0].round(6)), bool(losses[-1] < losses[0])
+    (3.0, True)
+    """
+    params, steps, lr = _start(loss_and_grad, params, steps, lr)
+    losses = np.empty(steps)
+    for t in range(steps):
+        losses[t], grads = _evaluate(loss_and_grad, params)
+        params = [p - lr * g for p, g in zip(params, grads)]
+    return params, losses
+
+
+def adam(
+    loss_and_grad: Callable[[list[np.ndarray]], tuple[float, list[np.ndarray]]],
+    params: Sequence[ArrayLike],
+    *,
+    steps: int,
+    lr: float = 1e-3,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    r"""Adam (Kingma and Ba, 2015): gradient steps scaled by running moments.
+
+    Parameters
+    ----------
+    loss_and_grad, params, steps
+        As in :func:`gradient_descent`.
+    lr : float, optional
+        The step size, ``> 0``.
+    beta1, beta2 : float, optional
+        Decay rates of the first and second moments, in ``[0, 1)``.
+    eps : float, optional
+        Added to the root of the second moment, ``> 0``.
+
+    Returns
+    -------
+    params : list of ndarray
+    losses : ndarray, shape (steps,)
+        As in :func:`gradient_descent`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`gradient_descent`, and for ``beta1`` or ``beta2`` outside
+        ``[0, 1)`` or ``eps`` not finite and ``> 0``.
+
+    See Also
+    --------
+    gradient_descent
+
+    Notes
+    -----
+    With :math:`g_t` the gradient at step :math:`t = 1, 2, \dots`:
+
+    .. math::
+
+        m_t = \beta_1 m_{t-1} + (1 - \beta_1) g_t, \quad
+        v_t = \beta_2 v_{t-1} + (1 - \beta_2) g_t^2, \quad
+        p_t = p_{t-1} - \mathrm{lr}\, \frac{m_t / (1 - \beta_1^t)}{\sqrt{v_t / (1 - \beta_2^t)} + \epsilon}.
+
+    The first step moves every entry by about ``lr`` whatever the scale of
+    its gradient.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore import adam
+    >>> params, losses = adam(lambda p: (float((p[0] - 3) ** 2), [2 * (p[0] - 3)]),
+    ...                       [np.array(0.0)], steps=2000, lr=0.05)
+    >>> float(params[0].round(4))
+    3.0
+    """
+    params, steps, lr = _start(loss_and_grad, params, steps, lr)
+    beta1, beta2 = (float(check_real(b, name, minimum=0)) for b, name in ((beta1, "beta1"), (beta2, "beta2")))
+    if beta1 >= 1 or beta2 >= 1:
+        raise ValueError(f"beta1 and beta2 must be < 1, got {beta1} and {beta2}")
+    eps = check_positive(eps, "eps")
+    m, v = [np.zeros_like(p) for p in params], [np.zeros_like(p) for p in params]
+    losses = np.empty(steps)
+    for t in range(1, steps + 1):
+        losses[t - 1], grads = _evaluate(loss_and_grad, params)
+        for i, g in enumerate(grads):
+            m[i] = beta1 * m[i] + (1 - beta1) * g
+            v[i] = beta2 * v[i] + (1 - beta2) * g * g
+            params[i] = params[i] - lr * (m[i] / (1 - beta1**t)) / (np.sqrt(v[i] / (1 - beta2**t)) + eps)
+    return params, losses

@@ -1,0 +1,1030 @@
+r"""Vector-Jacobian products: the backward pass of every layer the course trains.
+
+For a function :math:`y = f(x)` and an upstream gradient :math:`g = \partial L / \partial y`
+of the same shape as :math:`y`, the vector-Jacobian product is
+:math:`\partial L / \partial x = g\, J_f(x)`, of the shape of :math:`x`.  Each
+function here takes the forward function's inputs and ``g`` and returns the
+gradients with respect to those inputs, recomputing what it needs with the
+public forward functions (:func:`attncore.softmax`,
+:func:`attncore.attention_weights`, :func:`attncore.rope`...) or in a few
+lines of its own (the normalised token of layer norm): no state is kept
+between the forward and the backward pass.
+
+Gradients with respect to an argument that was broadcast over batch axes are
+summed over those axes, so every gradient has the shape of its argument.
+float16 input is computed in float32 and rounded once, as in the forward
+functions; a gradient beyond the range of the result's dtype is an error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attncore._attention import attention, attention_weights, merge_heads, multi_head_attention, split_heads
+from attncore._linear import linear
+from attncore._block import BlockParams, ffn, transformer_block
+from attncore._checks import as_float_array, batch_shape, check_axis, check_count, check_real
+from attncore._norms import _feature_param, layer_norm
+from attncore._positional import rope
+from attncore._shaw import shaw_attention
+from attncore._softmax import compute_dtype, softmax
+
+
+def _upstream(g, shape, what):
+    """``g`` as a finite float array of exactly ``shape``, the shape of the forward output ``what``."""
+    g = as_float_array(g, "g")
+    if g.shape != tuple(shape):
+        raise ValueError(f"g must have the shape of {what}, {tuple(shape)}, got shape {g.shape}")
+    return g
+
+
+def _result(*pairs):
+    """Each gradient rounded to the dtype of its argument: ``pairs`` is ``(name, grad, arg)``.
+
+    ``arg`` may be the argument or its dtype.  ``ValueError`` names the gradient that overflows that dtype (a float16
+    argument's gradient beyond 65504, say) rather than returning ``inf``.
+    """
+    out = []
+    for name, grad, arg in pairs:
+        with np.errstate(over="ignore"):
+            cast = np.asarray(grad).astype(np.result_type(arg), copy=False)
+        if not np.all(np.isfinite(cast)):
+            raise ValueError(f"the gradient {name} overflows {cast.dtype}, the dtype of its argument; scale g down")
+        out.append(cast)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _unbroadcast(grad, shape):
+    """Sum ``grad`` over the axes along which an array of ``shape`` was broadcast."""
+    lead = grad.ndim - len(shape)
+    grad = grad.sum(axis=tuple(range(lead))) if lead > 0 else grad
+    axes = tuple(i for i, size in enumerate(shape) if size == 1 and grad.shape[i] != 1)
+    return grad.sum(axis=axes, keepdims=True) if axes else grad
+
+
+def softmax_vjp(x: ArrayLike, g: ArrayLike, *, axis: int = -1) -> np.ndarray:
+    r"""Backward pass of :func:`attncore.softmax`: ``dx = a * (g - sum(g * a))``.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., m)
+        The logits the softmax was taken of (``-inf`` allowed: a masked entry).
+    g : array_like, shape (..., m)
+        The upstream gradient, shape of ``x``.
+    axis : int, optional
+        The axis the softmax normalised over; the last one by default.
+
+    Returns
+    -------
+    ndarray, shape (..., m)
+        ``dx``, the gradient with respect to ``x``; 0 at entries ``-inf``.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` or ``g`` is not an array of real numbers or ``axis`` is not an integer.
+    ValueError
+        As :func:`attncore.softmax` for ``x`` and ``axis``; if ``g`` does not
+        have the shape of ``x`` or holds NaN or ``+-inf``.
+
+    See Also
+    --------
+    softmax : the forward function.
+    normalize_vjp : the other normalisations of attention scores.
+
+    Notes
+    -----
+    With :math:`a = \mathrm{softmax}(x)` the Jacobian is
+    :math:`J = \mathrm{diag}(a) - a a^{\top}`, symmetric, so
+
+    .. math::
+
+        g J = a \odot \bigl(g - \textstyle\sum_j g_j a_j\bigr).
+
+    Its rows sum to 0 (adding a constant to every logit changes nothing), so
+    ``dx`` sums to 0 along ``axis``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore import softmax_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> x, g = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
+    >>> bool(np.abs(softmax_vjp(x, g).sum(axis=-1)).max() < 1e-15)
+    True
+    """
+    x = as_float_array(x, "x", finite="-inf")
+    axis = check_axis(axis, x.ndim, "x")
+    g = _upstream(g, x.shape, "x")
+    work = compute_dtype(x, g)
+    a = softmax(x.astype(work), axis)
+    g = g.astype(work)
+    dx = a * (g - (g * a).sum(axis, keepdims=True))
+    return _result(("dx", dx, x))
+
+
+def _weights(s, normalize, mask):
+    """The weights attention computes from the scores ``s`` (..., n, m) with ``normalize``."""
+    # s as the bias of zero queries and keys: the scores are exactly s, -inf (masked) included.
+    zeros_q, zeros_k = np.zeros(s.shape[:-1] + (1,), s.dtype), np.zeros(s.shape[-1:] + (1,), s.dtype)
+    return attention_weights(zeros_q, zeros_k, bias=s, scale=1.0, mask=mask, normalize=normalize)
+
+
+def _weights_vjp(w, g, normalize):
+    """``ds`` from the weights ``w`` (..., n, m) and the upstream ``g``: each derivative is a function of ``w``."""
+    if normalize == "softmax":  # w = e / sum(e)
+        return w * (g - (g * w).sum(axis=-1, keepdims=True))
+    if normalize == "l2":  # w = e / ||e||
+        return w * (g - w * (g * w).sum(axis=-1, keepdims=True))
+    if normalize == "relu2":  # w = relu(s)**2 / m, so relu(s) = sqrt(m w)
+        return 2 * g * np.sqrt(w / w.shape[-1])
+    return g * w  # "none": w = exp(s)
+
+
+def normalize_vjp(
+    s: ArrayLike, g: ArrayLike, *, normalize: str = "softmax", mask: ArrayLike | None = None
+) -> np.ndarray:
+    r"""Backward pass of the row normalisations of attention: scores to weights.
+
+    Parameters
+    ----------
+    s : array_like, shape (..., n, m)
+        Scores (``-inf`` allowed: a masked entry).
+    g : array_like, shape (..., n, m)
+        The upstream gradient with respect to the weights.
+    normalize : {"softmax", "l2", "relu2", "none"}, optional
+        The normalisation, as in :func:`attncore.attention_weights`.
+    mask : array_like of bool, optional
+        Broadcastable to ``(..., n, m)``; ``True`` = may attend.
+
+    Returns
+    -------
+    ndarray, shape (..., n, m)
+        ``ds``, the gradient with respect to the scores; 0 at masked entries.
+
+    Raises
+    ------
+    TypeError
+        If ``s`` or ``g`` is not an array of real numbers, or ``mask`` is not boolean.
+    ValueError
+        If ``s`` has fewer than 2 axes or holds NaN or ``+inf``; if ``g`` does
+        not have the shape of ``s`` or holds NaN or ``+-inf``; if ``normalize``
+        is not one of :data:`attncore.NORMALIZERS`; if ``mask`` does not
+        broadcast; as :func:`attncore.attention_weights` for ``"none"`` when
+        ``exp(s)`` overflows.
+
+    See Also
+    --------
+    softmax_vjp : the ``"softmax"`` case along any axis.
+    attention_bias_vjp : attention with any of these normalisations.
+
+    Notes
+    -----
+    With :math:`w` the weights of a row, :math:`e = \exp(s)` and :math:`m`
+    the number of keys, every derivative is a function of :math:`w` alone:
+
+    .. math::
+
+        \text{softmax: } w \odot (g - \langle g, w\rangle), \quad
+        \text{l2: } w \odot (g - w \langle g, w\rangle), \quad
+        \text{relu2: } 2 g \odot \sqrt{w / m}, \quad
+        \text{none: } g \odot w .
+
+    Examples
+    --------
+    An l2-normalised row has unit norm whatever its scores, so a gradient
+    ``g`` along the row ``w`` itself (asking for a longer ``w``) gives ``ds = 0``:
+
+    >>> import numpy as np
+    >>> from attncore import attention_weights, normalize_vjp
+    >>> s = np.random.default_rng(0).normal(size=(2, 4))
+    >>> w = attention_weights(np.zeros((2, 1)), np.zeros((4, 1)), bias=s, normalize="l2")
+    >>> bool(np.abs(normalize_vjp(s, 3.0 * w, normalize="l2")).max() < 1e-15)
+    True
+    """
+    s = as_float_array(s, "s", ("...", "n", "m"), finite="-inf")
+    g = _upstream(g, s.shape, "s")
+    work = compute_dtype(s, g)
+    w = _weights(s.astype(work), normalize, mask)  # (..., n, m)
+    return _result(("ds", _weights_vjp(w, g.astype(work), normalize), s))
+
+
+def _qkv(q, k, v, g, scale):
+    """Validate and cast ``q``, ``k``, ``v``, ``g``; return them in the compute dtype, and the scale."""
+    q = as_float_array(q, "q", ("...", "n", "k"))
+    k = as_float_array(k, "k", ("...", "m", q.shape[-1]), match=("q", q))
+    v = as_float_array(v, "v", ("...", k.shape[-2], "v"), match=("k", k))
+    shape = batch_shape(("q", q, 2), ("k", k, 2), ("v", v, 2)) + (q.shape[-2], v.shape[-1])
+    g = _upstream(g, shape, "the output (..., n, v)")
+    work = compute_dtype(q, k, v, g)
+    if scale is None and q.shape[-1] > 0:
+        scale = 1.0 / np.sqrt(q.shape[-1])
+    elif scale is not None:
+        scale = float(check_real(scale, "scale", compute_dtype(q, k)))
+    return (q, k, v), [a.astype(work) for a in (q, k, v, g)], scale
+
+
+def attention_vjp(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    g: ArrayLike,
+    *,
+    mask: ArrayLike | None = None,
+    bias: ArrayLike | None = None,
+    scale: float | None = None,
+    causal: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Backward pass of :func:`attncore.attention` (softmax): ``(dq, dk, dv)``.
+
+    Parameters
+    ----------
+    q : array_like, shape (..., n, k)
+    k : array_like, shape (..., m, k)
+    v : array_like, shape (..., m, v)
+    g : array_like, shape (..., n, v)
+        The upstream gradient, shape of the attention output.
+    mask, bias, scale, causal
+        As in :func:`attncore.attention`.
+
+    Returns
+    -------
+    dq : ndarray, shape (..., n, k)
+    dk : ndarray, shape (..., m, k)
+    dv : ndarray, shape (..., m, v)
+        Each of the shape of its argument (summed over the batch axes it was broadcast along).
+
+    Raises
+    ------
+    TypeError
+        As :func:`attncore.attention`, and if ``g`` is not an array of real numbers.
+    ValueError
+        As :func:`attncore.attention`, and if ``g`` is not of the shape of the
+        output or holds NaN or ``+-inf``.
+
+    See Also
+    --------
+    attention : the forward function.
+    attention_bias_vjp : the gradient of the bias too, and the other normalisations.
+    softmax_vjp : the middle step.
+
+    Notes
+    -----
+    With :math:`S = s\,QK^{\top} + B`, :math:`A = \mathrm{softmax}(S)` row by
+    row and :math:`O = AV`:
+
+    .. math::
+
+        dV = A^{\top} G, \quad dA = G V^{\top}, \quad
+        dS = A \odot \bigl(dA - \mathrm{rowsum}(dA \odot A)\bigr), \quad
+        dQ = s\, dS\, K, \quad dK = s\, dS^{\top} Q .
+
+    A key no query may attend has a column of :math:`A` equal to 0, and so
+    ``dk = dv = 0`` in its row.
+
+    Examples
+    --------
+    The rows of ``dk`` sum to ``dk`` of a shift of every key by the same
+    vector, which changes no score row but by a constant: 0.
+
+    >>> import numpy as np
+    >>> from attncore import attention_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v, g = (rng.normal(size=s) for s in ((3, 4), (5, 4), (5, 2), (3, 2)))
+    >>> dq, dk, dv = attention_vjp(q, k, v, g)
+    >>> bool(np.abs(dk.sum(axis=0)).max() < 1e-14)
+    True
+    """
+    args, (q, k, v, g), scale = _qkv(q, k, v, g, scale)
+    a = attention_weights(q, k, mask=mask, bias=bias, scale=scale, causal=causal)  # (..., n, m)
+    dv = np.swapaxes(a, -1, -2) @ g  # (..., m, v)
+    da = g @ np.swapaxes(v, -1, -2)  # (..., n, m)
+    ds = a * (da - (da * a).sum(axis=-1, keepdims=True))  # (..., n, m)
+    dq = ds @ k * scale  # (..., n, k)
+    dk = np.swapaxes(ds, -1, -2) @ q * scale  # (..., m, k)
+    grads = (_unbroadcast(dq, args[0].shape), _unbroadcast(dk, args[1].shape), _unbroadcast(dv, args[2].shape))
+    return _result(*zip(("dq", "dk", "dv"), grads, args))
+
+
+def attention_bias_vjp(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    g: ArrayLike,
+    *,
+    mask: ArrayLike | None = None,
+    bias: ArrayLike | None = None,
+    scale: float | None = None,
+    normalize: str = "softmax",
+    causal: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""Backward pass of :func:`attncore.attention` with any normalisation, bias included.
+
+    Parameters
+    ----------
+    q, k, v, g, mask, scale, causal
+        As in :func:`attention_vjp`.
+    bias : array_like, optional
+        As in :func:`attncore.attention`; ``dbias`` takes its shape.
+    normalize : {"softmax", "l2", "relu2", "none"}, optional
+        As in :func:`attncore.attention_weights`.
+
+    Returns
+    -------
+    dq, dk, dv : ndarray
+        As in :func:`attention_vjp`.
+    dbias : ndarray, shape of ``bias``, or (..., n, m) without one
+        The gradient with respect to the bias, which is the gradient with
+        respect to the scores ``S`` summed over the axes the bias was
+        broadcast along; 0 at masked entries.  Feed it to
+        :func:`relative_bias_vjp` for a table of relative biases (T5's, or
+        any learned ALiBi-like table).
+
+    Raises
+    ------
+    TypeError
+        As :func:`attention_vjp`.
+    ValueError
+        As :func:`attention_vjp`, and if ``normalize`` is not one of
+        :data:`attncore.NORMALIZERS`.
+
+    See Also
+    --------
+    attention_vjp : the softmax case, written out.
+    normalize_vjp : the middle step.
+
+    Notes
+    -----
+    As :func:`attention_vjp`, with the middle step :math:`dS` taken from
+    :func:`normalize_vjp`: :math:`dB = dS`, :math:`dQ = s\, dS\, K`,
+    :math:`dK = s\, dS^{\top} Q`, :math:`dV = W^{\top} G`.
+
+    Examples
+    --------
+    A bias that is the same along a row cancels in the softmax, so the
+    rows of ``dbias`` sum to 0:
+
+    >>> import numpy as np
+    >>> from attncore import attention_bias_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v, g = (rng.normal(size=s) for s in ((3, 4), (5, 4), (5, 2), (3, 2)))
+    >>> dq, dk, dv, dbias = attention_bias_vjp(q, k, v, g, bias=np.zeros((3, 5)))
+    >>> bool(np.abs(dbias.sum(axis=-1)).max() < 1e-15)
+    True
+    """
+    args, (q, k, v, g), scale = _qkv(q, k, v, g, scale)
+    w = attention_weights(q, k, mask=mask, bias=bias, scale=scale, normalize=normalize, causal=causal)
+    dv = np.swapaxes(w, -1, -2) @ g  # (..., m, v)
+    ds = _weights_vjp(w, g @ np.swapaxes(v, -1, -2), normalize)  # (..., n, m)
+    dq = ds @ k * scale  # (..., n, k)
+    dk = np.swapaxes(ds, -1, -2) @ q * scale  # (..., m, k)
+    bias = ds if bias is None else as_float_array(bias, "bias", finite="-inf")  # validated by attention_weights
+    grads = [_unbroadcast(d, a.shape) for d, a in zip((dq, dk, dv, ds), args + (bias,))]
+    return _result(*zip(("dq", "dk", "dv", "dbias"), grads, args + (bias,)))
+
+
+def relative_bias_vjp(g: ArrayLike) -> np.ndarray:
+    r"""Backward pass of :func:`attncore.relative_bias` with a table: sums along the diagonals.
+
+    Parameters
+    ----------
+    g : array_like, shape (..., n, m)
+        The upstream gradient with respect to the bias matrix ``B`` (the
+        ``dbias`` of :func:`attention_bias_vjp`).
+
+    Returns
+    -------
+    ndarray, shape (..., n + m - 1)
+        The gradient with respect to the table: entry ``[..., r + n - 1]``
+        is the sum of ``g`` over the diagonal ``j - i = r``.
+
+    Raises
+    ------
+    TypeError
+        If ``g`` is not an array of real numbers.
+    ValueError
+        If ``g`` has fewer than 2 axes, an axis of length 0, or holds NaN or ``+-inf``.
+
+    See Also
+    --------
+    relative_bias : the forward function.
+
+    Notes
+    -----
+    :math:`B_{ij} = t_{j - i}`, so :math:`dt_r = \sum_{j - i = r} G_{ij}`.
+    For T5 buckets, sum this table's entries over the offsets of each bucket
+    (``np.add.at``).
+
+    Examples
+    --------
+    Every entry of ``g`` lands in one entry of the table:
+
+    >>> import numpy as np
+    >>> from attncore import relative_bias_vjp
+    >>> g = np.random.default_rng(0).normal(size=(3, 4))
+    >>> bool(np.isclose(relative_bias_vjp(g).sum(), g.sum()))
+    True
+    """
+    g = as_float_array(g, "g", ("...", "n", "m"))
+    n, m = g.shape[-2], g.shape[-1]
+    if n == 0 or m == 0:
+        raise ValueError(f"g must have n >= 1 and m >= 1 (relative_bias needs both), got shape {g.shape}")
+    diagonals = [np.trace(g, offset=r, axis1=-2, axis2=-1) for r in range(-(n - 1), m)]  # t_r, r = j - i
+    return np.stack(diagonals, axis=-1)  # (..., n + m - 1)
+
+
+def rope_vjp(
+    g: ArrayLike, positions: ArrayLike | None = None, *, base: float = 10000.0, convention: str = "interleaved"
+) -> np.ndarray:
+    r"""Backward pass of :func:`attncore.rope`: the rotation back, ``dx = rope(g, -positions)``.
+
+    Parameters
+    ----------
+    g : array_like, shape (..., n, d)
+        The upstream gradient, shape of the rotated ``x``.
+    positions, base, convention
+        As in :func:`attncore.rope`.
+
+    Returns
+    -------
+    ndarray, shape (..., n, d)
+        ``dx``, the gradient with respect to the rows before the rotation.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`attncore.rope`, for ``g`` in place of ``x``.
+
+    See Also
+    --------
+    rope : the forward function.
+
+    Notes
+    -----
+    Row :math:`p` is :math:`x_p R_p` with :math:`R_p` orthogonal, so
+    :math:`dx_p = g_p R_p^{\top} = g_p R_{-p}`: the vjp is the rotation by
+    minus the angles, and does not need ``x``.
+
+    Examples
+    --------
+    The backward rotation undoes the forward one:
+
+    >>> import numpy as np
+    >>> from attncore import rope, rope_vjp
+    >>> x = np.random.default_rng(0).normal(size=(4, 6))
+    >>> bool(np.allclose(rope_vjp(rope(x)), x))
+    True
+    """
+    g = as_float_array(g, "g", ("...", "n", "d"))
+    if g.shape[-1] % 2:
+        raise ValueError(f"g must have an even last axis (features are rotated in pairs), got shape {g.shape}")
+    if positions is None:
+        positions = np.arange(g.shape[-2], dtype=np.float64)
+    return rope(g, -as_float_array(positions, "positions"), base=base, convention=convention)
+
+
+def layer_norm_vjp(
+    x: ArrayLike, g: ArrayLike, *, gamma: ArrayLike | None = None, beta: ArrayLike | None = None, eps: float = 1e-5
+) -> np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Backward pass of :func:`attncore.layer_norm`.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    g : array_like, shape (..., n, d)
+        The upstream gradient, shape of ``x``.
+    gamma, beta : array_like, shape (d,), optional
+        Scale and shift, as in :func:`attncore.layer_norm`.
+    eps : float, optional
+        As in :func:`attncore.layer_norm` (the same default).
+
+    Returns
+    -------
+    dx : ndarray, shape (..., n, d)
+        Alone when ``gamma`` and ``beta`` are both None.
+    dgamma, dbeta : ndarray, shape (d,)
+        Returned after ``dx`` when either is given (summed over every token).
+
+    Raises
+    ------
+    TypeError
+        As :func:`attncore.layer_norm`, and if ``g`` is not an array of real numbers.
+    ValueError
+        As :func:`attncore.layer_norm`; if ``g`` does not have the shape of
+        ``x`` or holds NaN or ``+-inf``; if ``eps = 0`` and a token has
+        variance 0, where layer norm has no derivative; if the variance of a
+        token overflows the compute dtype.
+
+    See Also
+    --------
+    layer_norm : the forward function.
+
+    Notes
+    -----
+    With :math:`\hat x = (x - \mu) r`, :math:`r = (\sigma^2 + \epsilon)^{-1/2}`
+    and :math:`h = g \odot \gamma`, per token (means over the :math:`d` features):
+
+    .. math::
+
+        dx = r\,\bigl(h - \overline{h} - \hat x\, \overline{h \odot \hat x}\bigr),
+        \qquad d\gamma = \textstyle\sum_{\text{tokens}} g \odot \hat x,
+        \qquad d\beta = \textstyle\sum_{\text{tokens}} g .
+
+    ``dx`` has mean 0 over the features (a shift of a token changes nothing)
+    and, with ``gamma = None`` and ``eps = 0``, is orthogonal to :math:`\hat x`
+    (a rescaling of the token changes nothing either); with ``eps > 0`` the
+    inner product is :math:`r \langle g, \hat x\rangle\, \epsilon / (\sigma^2 + \epsilon)`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore import layer_norm_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> x, g = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    >>> bool(np.abs(layer_norm_vjp(x, g).mean(axis=-1)).max() < 1e-15)
+    True
+    """
+    x = as_float_array(x, "x", ("...", "d"))
+    g = _upstream(g, x.shape, "x")
+    # eps is added in float64 by layer_norm: the same check, under the same name.
+    eps = float(check_real(eps, "eps", np.result_type(x, np.float64), minimum=0))
+    dtype, work = x.dtype, compute_dtype(x, g)
+    like_x = np.broadcast_to(np.zeros((), work), x.shape)  # x's shape in the compute dtype, for the messages
+    gamma, beta = (None if p is None else _feature_param(p, name, like_x) for p, name in ((gamma, "gamma"), (beta, "beta")))
+    x, g = x.astype(work), g.astype(work)
+    centred = x - x.mean(axis=-1, keepdims=True)  # (..., n, d)
+    var = (centred * centred).mean(axis=-1, keepdims=True) + eps  # (..., n, 1)
+    if np.any(var == 0):
+        raise ValueError(f"x has a token of variance 0 and eps = 0 (x of shape {x.shape}): layer norm has no derivative there")
+    if not np.all(np.isfinite(var)):
+        raise ValueError(f"the variance of a token of x overflows {work} (x of shape {x.shape}); scale x down")
+    r = 1 / np.sqrt(var)  # (..., n, 1)
+    xhat = centred * r  # (..., n, d), layer_norm(x) without gamma and beta
+    h = g if gamma is None else g * gamma
+    dx = r * (h - h.mean(axis=-1, keepdims=True) - xhat * (h * xhat).mean(axis=-1, keepdims=True))
+    if gamma is None and beta is None:
+        return _result(("dx", dx, dtype))
+    rows = tuple(range(x.ndim - 1))  # every axis but the features
+    dgamma, dbeta = (g * xhat).sum(axis=rows), g.sum(axis=rows)  # (d,) each
+    return _result(("dx", dx, dtype), ("dgamma", dgamma, dtype), ("dbeta", dbeta, dtype))
+
+
+def linear_vjp(x: ArrayLike, w: ArrayLike, g: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Backward pass of :func:`attncore.linear`: ``(dx, dw, db)``.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    w : array_like, shape (d, e)
+    g : array_like, shape (..., n, e)
+        The upstream gradient, shape of ``x @ w``.
+
+    Returns
+    -------
+    dx : ndarray, shape (..., n, d)
+    dw : ndarray, shape (d, e)
+    db : ndarray, shape (e,)
+        The gradient of the bias (which does not enter any gradient itself).
+
+    Raises
+    ------
+    TypeError
+        If ``x``, ``w`` or ``g`` is not an array of real numbers.
+    ValueError
+        If ``x`` is not ``(..., n, d)``, ``w`` not ``(d, e)`` or ``g`` not of
+        the shape of ``x @ w``; if any of them holds NaN or ``+-inf``.
+
+    See Also
+    --------
+    linear : the forward function.
+    ffn_vjp : two of them and a ReLU.
+
+    Notes
+    -----
+    .. math::
+
+        dX = G W^{\top}, \qquad dW = \textstyle\sum_{\text{tokens}} X^{\top} G,
+        \qquad db = \textstyle\sum_{\text{tokens}} G .
+
+    Examples
+    --------
+    ``<g, dx-direction>`` both ways: ``sum(dw * w) = sum(g * (x @ w))``
+    (the map is linear in ``w``):
+
+    >>> import numpy as np
+    >>> from attncore import linear_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> x, w, g = rng.normal(size=(4, 3)), rng.normal(size=(3, 2)), rng.normal(size=(4, 2))
+    >>> dx, dw, db = linear_vjp(x, w, g)
+    >>> bool(np.isclose((dw * w).sum(), (g * (x @ w)).sum()))
+    True
+    """
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    w = as_float_array(w, "w", (x.shape[-1], "e"), match=("x", x))
+    g = _upstream(g, x.shape[:-1] + w.shape[-1:], "x @ w")
+    work = compute_dtype(x, w, g)
+    xw, ww, gw = x.astype(work), w.astype(work), g.astype(work)
+    dx = gw @ ww.T  # (..., n, d)
+    dw = _unbroadcast(np.swapaxes(xw, -1, -2) @ gw, w.shape)  # (d, e), summed over the batch axes
+    db = gw.reshape(-1, gw.shape[-1]).sum(axis=0)  # (e,)
+    return _result(("dx", dx, x), ("dw", dw, w), ("db", db, w))
+
+
+def ffn_vjp(
+    x: ArrayLike, w1: ArrayLike, b1: ArrayLike | None, w2: ArrayLike, g: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""Backward pass of :func:`attncore.ffn`: ``(dx, dw1, db1, dw2, db2)``.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n, d)
+    w1 : array_like, shape (d, f)
+    b1 : array_like, shape (f,), or None
+    w2 : array_like, shape (f, d)
+    g : array_like, shape (..., n, d)
+        The upstream gradient, shape of the output.  ``b2`` enters no
+        gradient and is not needed.
+
+    Returns
+    -------
+    dx : ndarray, shape (..., n, d)
+    dw1 : ndarray, shape (d, f)
+    db1 : ndarray, shape (f,)
+    dw2 : ndarray, shape (f, d)
+    db2 : ndarray, shape (d,)
+
+    Raises
+    ------
+    TypeError
+        If an argument is not an array of real numbers.
+    ValueError
+        As :func:`attncore.ffn`, and if ``g`` does not have the shape of ``x``.
+
+    See Also
+    --------
+    ffn : the forward function.
+    linear_vjp : each of its two layers.
+
+    Notes
+    -----
+    With :math:`H = X W_1 + b_1` and :math:`R = \max(0, H)`: :math:`dR = G W_2^{\top}`,
+    :math:`dH = dR \odot [H > 0]`, then :func:`linear_vjp` twice (the ReLU's
+    derivative at 0 is taken as 0).
+
+    Examples
+    --------
+    A hidden unit that is off for every token gets no gradient:
+
+    >>> import numpy as np
+    >>> from attncore import ffn_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> x, w1, w2, g = rng.normal(size=(3, 2)), rng.normal(size=(2, 4)), rng.normal(size=(4, 2)), rng.normal(size=(3, 2))
+    >>> b1 = np.array([0.0, 0.0, 0.0, -100.0])  # unit 3 is off
+    >>> dx, dw1, db1, dw2, db2 = ffn_vjp(x, w1, b1, w2, g)
+    >>> float(np.abs(dw1[:, 3]).max() + abs(db1[3]) + np.abs(dw2[3]).max())
+    0.0
+    """
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    w1 = as_float_array(w1, "w1", (x.shape[-1], "f"), match=("x", x))
+    w2 = as_float_array(w2, "w2", (w1.shape[-1], x.shape[-1]), match=("w1", w1))
+    g = _upstream(g, x.shape, "x")
+    work = compute_dtype(x, w1, w2, g)
+    h = linear(x.astype(work), w1.astype(work), b1, name="w1")  # (..., n, f), before the ReLU
+    dr, dw2, db2 = linear_vjp(np.maximum(h, 0), w2.astype(work), g.astype(work))
+    dx, dw1, db1 = linear_vjp(x.astype(work), w1.astype(work), dr * (h > 0))
+    like = w1 if b1 is None else as_float_array(b1, "b1")
+    return _result(("dx", dx, x), ("dw1", dw1, w1), ("db1", db1, like), ("dw2", dw2, w2), ("db2", db2, w2))
+
+
+def shaw_attention_vjp(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    rel_k: ArrayLike,
+    rel_v: ArrayLike,
+    g: ArrayLike,
+    *,
+    mask: ArrayLike | None = None,
+    scale: float | None = None,
+    normalize: str = "softmax",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""Backward pass of :func:`attncore.shaw_attention`: ``(dq, dk, dv, drel_k, drel_v)``.
+
+    Parameters
+    ----------
+    q, k, v, rel_k, rel_v, mask, scale, normalize
+        As in :func:`attncore.shaw_attention`.
+    g : array_like, shape (..., n, v)
+        The upstream gradient, shape of the output.
+
+    Returns
+    -------
+    dq : ndarray, shape (..., n, k)
+    dk : ndarray, shape (..., m, k)
+    dv : ndarray, shape (..., m, v)
+    drel_k : ndarray, shape (n, m, k)
+    drel_v : ndarray, shape (n, m, v)
+        Summed over the batch axes; :func:`shaw_relative_embeddings_vjp`
+        turns the last two into gradients of the tables.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`attncore.shaw_attention`, and for a ``g`` that is not a
+        finite real array of the output's shape.
+
+    See Also
+    --------
+    shaw_attention : the forward function.
+    attention_bias_vjp : the same steps without the relative terms.
+
+    Notes
+    -----
+    With :math:`e_{ij} = s\, q_i \cdot (k_j + a^K_{ij})`, weights :math:`w`
+    and :math:`z_i = \sum_j w_{ij} (v_j + a^V_{ij})`:
+
+    .. math::
+
+        dw_{ij} = g_i \cdot (v_j + a^V_{ij}), \quad
+        dv_j = \textstyle\sum_i w_{ij} g_i, \quad
+        da^V_{ij} = w_{ij} g_i, \\
+        dq_i = s \textstyle\sum_j de_{ij} (k_j + a^K_{ij}), \quad
+        dk_j = s \textstyle\sum_i de_{ij} q_i, \quad
+        da^K_{ij} = s\, de_{ij} q_i,
+
+    with :math:`de` from :func:`normalize_vjp`.
+
+    Examples
+    --------
+    The value-side table's gradient sums, over the keys, to ``g`` (softmax
+    rows sum to 1):
+
+    >>> import numpy as np
+    >>> from attncore import shaw_attention_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = rng.normal(size=(3, 2)), rng.normal(size=(3, 2)), rng.normal(size=(3, 4))
+    >>> rel_k, rel_v, g = rng.normal(size=(3, 3, 2)), rng.normal(size=(3, 3, 4)), rng.normal(size=(3, 4))
+    >>> grads = shaw_attention_vjp(q, k, v, rel_k, rel_v, g)
+    >>> bool(np.allclose(grads[4].sum(axis=1), g))
+    True
+    """
+    args = [as_float_array(a, name) for a, name in ((q, "q"), (k, "k"), (v, "v"), (rel_k, "rel_k"), (rel_v, "rel_v"))]
+    out = shaw_attention(*args, mask=mask, scale=scale, normalize=normalize)  # validates every argument
+    g = _upstream(g, out.shape, "the output (..., n, v)")
+    work = compute_dtype(*args, g)
+    q, k, v, rel_k, rel_v, g = (a.astype(work) for a in (*args, g))
+    s = 1.0 / np.sqrt(q.shape[-1]) if scale is None else float(scale)
+    bias = s * np.einsum("...nk,nmk->...nm", q, rel_k)  # the relative scores
+    w = attention_weights(q, k, mask=mask, bias=bias, scale=s, normalize=normalize)  # (..., n, m)
+    dw = g @ np.swapaxes(v, -1, -2) + np.einsum("...nv,nmv->...nm", g, rel_v)
+    de = _weights_vjp(w, dw, normalize)  # (..., n, m)
+    dq = s * (de @ k + np.einsum("...nm,nmk->...nk", de, rel_k))
+    dk = s * np.swapaxes(de, -1, -2) @ q
+    dv = np.swapaxes(w, -1, -2) @ g
+    drel_k = s * np.einsum("...nm,...nk->...nmk", de, q)  # summed over the batch axes below
+    drel_v = np.einsum("...nm,...nv->...nmv", w, g)
+    grads = [_unbroadcast(d, a.shape) for d, a in zip((dq, dk, dv, drel_k, drel_v), args)]
+    return _result(*zip(("dq", "dk", "dv", "drel_k", "drel_v"), grads, args))
+
+
+def shaw_relative_embeddings_vjp(g: ArrayLike, clip: int) -> np.ndarray:
+    r"""Backward pass of :func:`attncore.shaw_relative_embeddings`: the gradient of the table.
+
+    Parameters
+    ----------
+    g : array_like, shape (n, m, k)
+        The upstream gradient with respect to the ``(n, m, k)`` embeddings
+        (``drel_k`` or ``drel_v`` of :func:`shaw_attention_vjp`).
+    clip : int
+        ``K >= 0``: the table has ``2K + 1`` rows, for the offsets ``-K..K``.
+
+    Returns
+    -------
+    ndarray, shape (2K + 1, k)
+        Row ``r + K`` sums ``g[i, j]`` over the pairs with ``clip(j - i, -K, K) = r``.
+
+    Raises
+    ------
+    TypeError
+        If ``g`` is not an array of real numbers or ``clip`` not an integer.
+    ValueError
+        If ``g`` is not ``(n, m, k)`` or holds NaN or ``+-inf``; if ``clip < 0``.
+
+    See Also
+    --------
+    shaw_relative_embeddings : the forward function.
+
+    Notes
+    -----
+    The forward function copies row :math:`\mathrm{clip}(j - i, -K, K) + K`
+    of the table to entry :math:`(i, j)`; the vjp adds each entry back to
+    its row (``np.add.at``, which sums repeated indices).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attncore import shaw_relative_embeddings_vjp
+    >>> shaw_relative_embeddings_vjp(np.ones((3, 3, 1)), 1)[:, 0]
+    array([3., 3., 3.])
+    """
+    g = as_float_array(g, "g", ("n", "m", "k"))
+    clip = check_count(clip, "clip", minimum=0)
+    n, m = g.shape[0], g.shape[1]
+    offsets = np.clip(np.arange(m)[None, :] - np.arange(n)[:, None], -clip, clip) + clip  # (n, m)
+    table = np.zeros((2 * clip + 1, g.shape[2]), g.dtype)  # (2K + 1, k)
+    np.add.at(table, offsets, g)
+    return table
+
+
+def multi_head_attention_vjp(
+    x: ArrayLike,
+    w_q: ArrayLike,
+    w_k: ArrayLike,
+    w_v: ArrayLike,
+    w_o: ArrayLike,
+    num_heads: int,
+    g: ArrayLike,
+    *,
+    b_q: ArrayLike | None = None,
+    b_k: ArrayLike | None = None,
+    b_v: ArrayLike | None = None,
+    b_o: ArrayLike | None = None,
+    context: ArrayLike | None = None,
+    mask: ArrayLike | None = None,
+    causal: bool = False,
+) -> dict[str, np.ndarray]:
+    r"""Backward pass of :func:`attncore.multi_head_attention`: the gradient of every argument.
+
+    Parameters
+    ----------
+    x, w_q, w_k, w_v, w_o, num_heads, b_q, b_k, b_v, b_o, context, mask, causal
+        As in :func:`attncore.multi_head_attention`.
+    g : array_like, shape (..., n, d)
+        The upstream gradient, shape of the output.
+
+    Returns
+    -------
+    dict of str to ndarray
+        Keyed by argument name: ``"x"``, ``"w_q"``, ``"w_k"``, ``"w_v"``,
+        ``"w_o"``, ``"b_q"``, ``"b_k"``, ``"b_v"``, ``"b_o"`` (the biases'
+        gradients whether or not a bias was passed), and ``"context"`` when
+        a context was passed.  In self-attention ``"x"`` sums the three
+        paths through queries, keys and values.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`attncore.multi_head_attention`, and for a ``g`` that is not
+        a finite real array of the output's shape.
+
+    See Also
+    --------
+    multi_head_attention : the forward function.
+    attention_vjp : the attention of each head.
+    linear_vjp : each projection.
+
+    Notes
+    -----
+    The forward steps in reverse: :func:`linear_vjp` of the output
+    projection, :func:`attncore.split_heads` of its input gradient (the vjp
+    of :func:`attncore.merge_heads`, a reshape), :func:`attention_vjp` for
+    every head at once, :func:`attncore.merge_heads` of ``dq``, ``dk``,
+    ``dv`` (the vjp of the split) and :func:`linear_vjp` of the three input
+    projections.
+
+    Examples
+    --------
+    With zero weights the output is ``b_o`` for every token, and only ``b_o`` learns:
+
+    >>> import numpy as np
+    >>> from attncore import multi_head_attention_vjp
+    >>> x, g = np.ones((3, 4)), np.random.default_rng(0).normal(size=(3, 4))
+    >>> grads = multi_head_attention_vjp(x, *[np.zeros((4, 4))] * 4, 2, g)
+    >>> bool(np.allclose(grads["b_o"], g.sum(axis=0))), float(np.abs(grads["w_q"]).max())
+    (True, 0.0)
+    """
+    out = multi_head_attention(x, w_q, w_k, w_v, w_o, num_heads, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
+                               context=context, mask=mask, causal=causal)  # validates every argument
+    g = _upstream(g, out.shape, "the output (..., n, d)")
+    x = as_float_array(x, "x")
+    c = x if context is None else as_float_array(context, "context")
+    if mask is not None:
+        scores = batch_shape(("x", x, 2), ("context", c, 2)) + (x.shape[-2], c.shape[-2])
+        mask = np.expand_dims(np.broadcast_to(np.asarray(mask), scores), -3)  # (..., 1, n, m), every head
+    q = split_heads(linear(x, w_q, b_q), num_heads)  # (..., h, n, k)
+    k = split_heads(linear(c, w_k, b_k), num_heads)  # (..., h, m, k)
+    v = split_heads(linear(c, w_v, b_v), num_heads)  # (..., h, m, k)
+    merged = merge_heads(attention(q, k, v, mask=mask, causal=causal))  # (..., n, d)
+    dmerged, dw_o, db_o = linear_vjp(merged, w_o, g)
+    dq, dk, dv = attention_vjp(q, k, v, split_heads(dmerged, num_heads), mask=mask, causal=causal)
+    dx, dw_q, db_q = linear_vjp(x, w_q, merge_heads(dq))
+    dck, dw_k, db_k = linear_vjp(c, w_k, merge_heads(dk))
+    dcv, dw_v, db_v = linear_vjp(c, w_v, merge_heads(dv))
+    grads = dict(w_q=dw_q, w_k=dw_k, w_v=dw_v, w_o=dw_o, b_q=db_q, b_k=db_k, b_v=db_v, b_o=db_o)
+    if context is None:
+        return dict(x=dx + dck + dcv, **grads)
+    return dict(x=dx, context=dck + dcv, **grads)
+
+
+def _layer_norm_vjp3(z, g, gamma, beta):
+    """``layer_norm_vjp`` as a triple always (``dgamma``, ``dbeta`` None for a missing affine)."""
+    if gamma is None and beta is None:
+        return layer_norm_vjp(z, g), None, None
+    dz, dgamma, dbeta = layer_norm_vjp(z, g, gamma=gamma, beta=beta)
+    return dz, None if gamma is None else dgamma, None if beta is None else dbeta
+
+
+def transformer_block_vjp(
+    x: ArrayLike,
+    params: BlockParams,
+    num_heads: int,
+    g: ArrayLike,
+    *,
+    placement: str = "post",
+    mask: ArrayLike | None = None,
+) -> tuple[np.ndarray, BlockParams]:
+    r"""Backward pass of :func:`attncore.transformer_block`: ``(dx, dparams)``.
+
+    Parameters
+    ----------
+    x, params, num_heads, placement, mask
+        As in :func:`attncore.transformer_block`.
+    g : array_like, shape (..., n, d)
+        The upstream gradient, shape of the output.
+
+    Returns
+    -------
+    dx : ndarray, shape (..., n, d)
+    dparams : BlockParams
+        The gradient of every field of ``params`` that is not None (None where the field is None).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`attncore.transformer_block`, and for a ``g`` that is not a
+        finite real array of the output's shape.
+
+    See Also
+    --------
+    transformer_block : the forward function.
+    multi_head_attention_vjp, ffn_vjp, layer_norm_vjp : its parts.
+
+    Notes
+    -----
+    Each placement's two equations, differentiated from the output back; a
+    residual connection passes its gradient through unchanged and adds the
+    branch's.  Post-LN, :math:`H = \mathrm{LN}_1(X + \mathrm{MHA}(X))`,
+    :math:`Y = \mathrm{LN}_2(H + \mathrm{FFN}(H))`:
+    :math:`dB = \mathrm{LN}_2^*(G)`, :math:`dH = dB + \mathrm{FFN}^*(dB)`,
+    :math:`dA = \mathrm{LN}_1^*(dH)`, :math:`dX = dA + \mathrm{MHA}^*(dA)`,
+    with :math:`f^*` the vjp of :math:`f`; pre-LN and branch-LN likewise.
+
+    Examples
+    --------
+    Permuting the tokens permutes ``dx`` and leaves the parameters' gradients unchanged:
+
+    >>> import numpy as np
+    >>> from attncore import init_block_params, transformer_block_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> p, x, g = init_block_params(4, 8, rng), rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    >>> dx, dp = transformer_block_vjp(x, p, 2, g)
+    >>> dx2, dp2 = transformer_block_vjp(x[[2, 0, 1]], p, 2, g[[2, 0, 1]])
+    >>> bool(np.allclose(dx2, dx[[2, 0, 1]]) and np.allclose(dp2.w_q, dp.w_q))
+    True
+    """
+    y = transformer_block(x, params, num_heads, placement=placement, mask=mask)  # validates every argument
+    g, x, p = _upstream(g, y.shape, "the output (..., n, d)"), as_float_array(x, "x"), params
+    weights = (p.w_q, p.w_k, p.w_v, p.w_o, num_heads)
+    biases = dict(b_q=p.b_q, b_k=p.b_k, b_v=p.b_v, b_o=p.b_o)
+    mha = lambda z: multi_head_attention(z, *weights, **biases, mask=mask)  # noqa: E731
+    mha_vjp = lambda z, dz: multi_head_attention_vjp(z, *weights, dz, **biases, mask=mask)  # noqa: E731
+    ffn_out = lambda z: ffn(z, p.w1, p.b1, p.w2, p.b2)  # noqa: E731
+    if placement == "post":  # H = LN1(X + MHA(X)), Y = LN2(H + FFN(H))
+        a = x + mha(x)
+        h = layer_norm(a, p.gamma1, p.beta1)
+        db, dgamma2, dbeta2 = _layer_norm_vjp3(h + ffn_out(h), g, p.gamma2, p.beta2)
+        dffn = ffn_vjp(h, p.w1, p.b1, p.w2, db)
+        da, dgamma1, dbeta1 = _layer_norm_vjp3(a, db + dffn[0], p.gamma1, p.beta1)
+        dmha = mha_vjp(x, da)
+        dx = da + dmha["x"]
+    elif placement == "branch":  # H = X + LN1(MHA(X)), Y = H + LN2(FFN(H))
+        h = x + layer_norm(mha(x), p.gamma1, p.beta1)
+        df, dgamma2, dbeta2 = _layer_norm_vjp3(ffn_out(h), g, p.gamma2, p.beta2)
+        dffn = ffn_vjp(h, p.w1, p.b1, p.w2, df)
+        dh = g + dffn[0]
+        dm, dgamma1, dbeta1 = _layer_norm_vjp3(mha(x), dh, p.gamma1, p.beta1)
+        dmha = mha_vjp(x, dm)
+        dx = dh + dmha["x"]
+    else:  # pre: H = X + MHA(LN1(X)), Y = H + FFN(LN2(H))
+        z1 = layer_norm(x, p.gamma1, p.beta1)
+        h = x + mha(z1)
+        dffn = ffn_vjp(layer_norm(h, p.gamma2, p.beta2), p.w1, p.b1, p.w2, g)
+        dh_ln, dgamma2, dbeta2 = _layer_norm_vjp3(h, dffn[0], p.gamma2, p.beta2)
+        dh = g + dh_ln
+        dmha = mha_vjp(z1, dh)
+        dx_ln, dgamma1, dbeta1 = _layer_norm_vjp3(x, dmha["x"], p.gamma1, p.beta1)
+        dx = dh + dx_ln
+    found = dict(dmha, w1=dffn[1], b1=dffn[2], w2=dffn[3], b2=dffn[4], gamma1=dgamma1, beta1=dbeta1,
+                 gamma2=dgamma2, beta2=dbeta2)
+    return dx, BlockParams(**{f: None if v is None else found[f] for f, v in zip(BlockParams._fields, p)})
