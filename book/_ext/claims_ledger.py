@@ -122,9 +122,11 @@ def load_ledger(root: Path) -> dict:
 
 
 def bib_keys(root: Path) -> set[str]:
-    """The citation keys defined in ``book/references.bib``."""
-    text = (Path(root) / BIBFILE).read_text(encoding="utf-8")
-    return set(re.findall(r"@\w+\s*\{\s*([^,\s]+)\s*,", text))
+    """The citation keys defined in ``book/references.bib``, read by pybtex (the parser
+    sphinxcontrib-bibtex itself uses, so the ledger and the bibliography agree on the keys)."""
+    from pybtex.database import parse_file
+
+    return set(parse_file(str(Path(root) / BIBFILE), bib_format="bibtex").entries.keys())
 
 
 def notebook_tags(path: Path) -> set[str]:
