@@ -18,7 +18,7 @@ export SOURCE_DATE_EPOCH := 1767225600
 help:
 	@echo "make book       set up .venv, build the website in _build/html from the notebooks' stored outputs"
 	@echo "                (make test re-runs them), with attncore's wheel beside the pages"
-	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build)"
+	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build, site)"
 	@echo "make check      the fast inner loop (under a minute): doctests, unit and property tests on every core,"
 	@echo "                fewer hypothesis examples; no notebooks, no book, no portable run (make test has them)"
 	@echo "make lint       ruff check (configured in pyproject.toml; also run by make test)"
@@ -61,8 +61,13 @@ book: $(STAMP)
 	$(BIN)/python scripts/build_book.py
 	$(BIN)/python scripts/build_wheel.py _build/html
 
+# Two pytest runs: first the doctests, unit and property tests and every notebook under nbval,
+# spread over every core (pytest-xdist; --dist loadfile keeps each notebook's cells in one kernel,
+# in order); then the strict book build and the browser checks of the site, which share one build.
 test: lint $(AXE)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile \
+	  --ignore=tests/test_book.py --ignore=tests/test_site.py --ignore=tests/test_pdf.py
+	$(BIN)/python -m pytest tests/test_book.py tests/test_site.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
