@@ -122,3 +122,38 @@ def test_notebooks_keep_their_chapters_notation(path):
     names = re.findall(r"^\s*([DLT])\s*=|\bfor ([DLT]) in\b|\b([DLT]) = sp\.Symbol", code, flags=re.M)
     slips += [("variable named D, L or T", "".join(n)) for n in names]
     assert not slips, f"{path.name}: notation slips {slips[:5]}"
+
+
+# ---- a notebook reads as an exploration: verdicts are asserts, not printed booleans ----
+
+EXPLORATION_NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("0[012]*.ipynb"))
+BOOLEAN_LINE = re.compile(r"(True|False)[\s)\].,]*$")
+
+
+def printed_lines(cells):
+    """The non-empty lines a reader sees printed: stream output and plain-text results (not figures or math)."""
+    lines = []
+    for cell in cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                lines += "".join(out["text"]).splitlines()
+            elif "text/plain" in out.get("data", {}) and not {"image/png", "text/latex"} & set(out["data"]):
+                lines += "".join(out["data"]["text/plain"]).splitlines()
+    return [line for line in lines if line.strip()]
+
+
+def test_boolean_share_counts_verdict_lines():
+    cells = [{"outputs": [{"output_type": "stream", "text": ["max |error| 0.000\n", "equal: True\n", "\n"]}]}]
+    lines = printed_lines(cells)
+    assert lines == ["max |error| 0.000", "equal: True"]
+    assert [bool(BOOLEAN_LINE.search(line)) for line in lines] == [False, True]
+
+
+@pytest.mark.parametrize("path", EXPLORATION_NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_print_quantities_not_verdicts(path):
+    """At most 15% of a notebook's printed lines end in True or False: the verdict is the assert."""
+    import json
+
+    lines = printed_lines(json.loads(path.read_text(encoding="utf-8"))["cells"])
+    verdicts = [line for line in lines if BOOLEAN_LINE.search(line)]
+    assert len(verdicts) <= 0.15 * max(len(lines), 1), f"{path.name}: {len(verdicts)} of {len(lines)} lines: {verdicts[:3]}"
