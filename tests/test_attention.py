@@ -308,8 +308,8 @@ def test_row_blocks_match_whole_matrix(rng, monkeypatch, mask_shape, bias_shape)
     bias = None if bias_shape is None else rng.normal(size=bias_shape)
     reweight = rng.normal(size=(7, 5))
     whole = (attention_weights(q, k, mask=mask, bias=bias) * reweight) @ v
-    for block_bytes in (1, 8 * 5 * 2 * 3 * 2, 1 << 30):  # one row, a few rows, everything
-        monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
+    for block_rows in (1, 3, 1 << 30):  # one row, a few rows, everything
+        monkeypatch.setattr(module, "BLOCK_ROWS", block_rows)
         got = attention(q, k, v, mask=mask, bias=bias, reweight=reweight)
         np.testing.assert_allclose(got, whole, rtol=1e-12, atol=1e-14)
 
@@ -330,7 +330,7 @@ def test_large_scores_stay_exact(rng, dtype, big):
     np.testing.assert_allclose(got, ref, **tol(dtype))
 
 
-# ------------------------------------------------- the fast paths: key skipping, per-head blocks
+# ------------------------------------------------- blocks of query rows, causal key slicing, heads
 
 
 def loop_over_batch(q, k, v, mask=None, bias=None, reweight=None, causal=False):
@@ -354,20 +354,19 @@ def loop_over_batch(q, k, v, mask=None, bias=None, reweight=None, causal=False):
     return out
 
 
-SMALL_BLOCKS = [1, 3 * 7 * 8, 1 << 30]  # one row per block, a few rows, everything in one block
+SMALL_BLOCKS = [1, 3, 1 << 30]  # one row per block, a few rows, everything in one block
 
 
 @pytest.mark.parametrize("n, m", [(7, 7), (5, 9), (9, 4)])
 @pytest.mark.parametrize("user_mask", [None, "random", "rows fully masked", "band"])
-@pytest.mark.parametrize("block_bytes", SMALL_BLOCKS)
-def test_causal_flag_and_causal_mask_match_loop(rng, monkeypatch, n, m, user_mask, block_bytes):
+@pytest.mark.parametrize("block_rows", SMALL_BLOCKS)
+def test_causal_flag_and_causal_mask_match_loop(rng, monkeypatch, n, m, user_mask, block_rows):
     """causal=True, and the same mask given as booleans, against the loop: m != n both ways,
     fully masked rows, several block sizes (so that key blocks are really skipped), batch axes."""
     import sys
 
     module = sys.modules["attncore._attention"]
-    monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
-    monkeypatch.setattr(module, "SKIP_MIN_ROWS", 1)
+    monkeypatch.setattr(module, "BLOCK_ROWS", block_rows)
     q, k, v = rng.normal(size=(2, 3, n, 4)), rng.normal(size=(3, m, 4)), rng.normal(size=(2, 1, m, 5))
     mask = None
     if user_mask == "random":
@@ -387,14 +386,13 @@ def test_causal_flag_and_causal_mask_match_loop(rng, monkeypatch, n, m, user_mas
 
 
 @pytest.mark.parametrize("normalize", ["softmax", "l2", "relu2", "none"])
-@pytest.mark.parametrize("block_bytes", SMALL_BLOCKS)
-def test_causal_with_every_normalizer_bias_and_reweight(rng, monkeypatch, normalize, block_bytes):
+@pytest.mark.parametrize("block_rows", SMALL_BLOCKS)
+def test_causal_with_every_normalizer_bias_and_reweight(rng, monkeypatch, normalize, block_rows):
     """The skipped keys leave every normaliser's answer unchanged (relu2 divides by all m keys)."""
     import sys
 
     module = sys.modules["attncore._attention"]
-    monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
-    monkeypatch.setattr(module, "SKIP_MIN_ROWS", 1)
+    monkeypatch.setattr(module, "BLOCK_ROWS", block_rows)
     n, m = 6, 8
     q, k, v = rng.normal(size=(3, n, 4)), rng.normal(size=(3, m, 4)), rng.normal(size=(3, m, 2))
     bias, reweight = rng.normal(size=(n, m)), rng.normal(size=(3, n, m))
@@ -405,14 +403,13 @@ def test_causal_with_every_normalizer_bias_and_reweight(rng, monkeypatch, normal
     np.testing.assert_allclose(attention_weights(q, k, bias=bias, normalize=normalize, causal=True), whole, rtol=1e-12)
 
 
-@pytest.mark.parametrize("block_bytes", [1, 8 * 6 * 5, 8 * 6 * 5 * 3, 1 << 30])  # rows; 1, 3 and all heads per block
-def test_per_head_blocks_match_loop(rng, monkeypatch, block_bytes):
-    """Blocks of rows of one (batch, head) slice, or of several heads at once (a group that
-    need not divide the number of heads), with every operand broadcasting on its own axes."""
+@pytest.mark.parametrize("block_rows", [1, 4, 1 << 30])
+def test_per_head_blocks_match_loop(rng, monkeypatch, block_rows):
+    """Blocks of rows over batch and head axes, with every operand broadcasting on its own axes."""
     import sys
 
     module = sys.modules["attncore._attention"]
-    monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(module, "BLOCK_ROWS", block_rows)
     n, m, h = 6, 5, 4
     q, k, v = rng.normal(size=(2, h, n, 3)), rng.normal(size=(1, m, 3)), rng.normal(size=(2, 1, m, 2))
     mask = rng.random((h, n, m)) < 0.7
@@ -420,18 +417,6 @@ def test_per_head_blocks_match_loop(rng, monkeypatch, block_bytes):
     want = loop_over_batch(q, k, v, mask=mask, bias=bias, reweight=reweight)
     got = attention(q, k, v, mask=mask, bias=bias, reweight=reweight)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
-    assert module._block_layout(n, m, h, 8, False)[1] == max(1, min(h, block_bytes // (n * m * 8)))
-
-
-def test_rows_per_block_do_not_shrink_with_heads():
-    """The issue's complaint: the row-block size depended on the number of heads."""
-    import sys
-
-    layout = sys.modules["attncore._attention"]._block_layout
-    assert layout(1024, 1024, 1, 4, False) == layout(1024, 1024, 64, 4, False)[:1] + (1,)
-    assert layout(4096, 4096, 32, 4, False)[0] == layout(4096, 4096, 1, 4, False)[0] == 256
-    assert layout(256, 256, 8, 4, False) == (256, 8)  # small heads: 8 of them share a block
-    assert layout(4096, 4096, 1, 4, True)[0] == 256  # causal: 16 blocks of rows
 
 
 def test_multi_head_causal_matches_mask(rng):
