@@ -138,7 +138,8 @@ def attention_weights(
     q, k, mask, bias, _, dtype = _prepare(q, k, mask, bias, scale, normalize)
     first = 0 if check_bool(causal, "causal") else None  # causal: query i attends keys j <= i
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is found and named below
-        weights = _normalize(_scores(q, k, mask, bias, first), normalize, k.shape[-2])  # (..., n, m)
+        weights, denominators = _weights(_scores(q, k, mask, bias, first), normalize, k.shape[-2])
+        weights /= denominators  # (..., n, m)
     return _finish(weights, dtype, "a weight", normalize)
 
 
@@ -293,8 +294,10 @@ def attention(
             keys = slice(0, min(rows.stop, m) if causal else m)  # causal: no key after the block's last query
             mask_b, bias_b, reweight_b = (None if a is None else _block(a, rows, keys) for a in (mask, bias, reweight))
             scores = _scores(q[..., rows, :], k[..., keys, :], mask_b, bias_b, first=start if causal else None)
-            weights = _normalize(scores, normalize, m)  # (..., rows, keys)
-            out[..., rows, :] = weights @ v[..., keys, :] if reweight is None else (weights * reweight_b) @ v[..., keys, :]
+            numerators, denominators = _weights(scores, normalize, m)  # (..., rows, keys), (..., rows, 1)
+            if reweight is not None:
+                numerators *= reweight_b
+            out[..., rows, :] = numerators @ v[..., keys, :] / denominators  # divide v rows, not m weights
     return _finish(out, dtype, "the output", normalize)
 
 
@@ -313,18 +316,18 @@ def _scores(q, k, mask, bias, first=None):
     return scores
 
 
-def _normalize(scores, normalize, m):
-    """Rows of scores (``-inf`` = masked) to rows of weights; a row with nothing to attend is 0."""
-    if normalize == "softmax":
-        return _softmax(scores)  # exp(s - max s) / sum
+def _weights(scores, normalize, m):
+    """Rows of scores (``-inf`` = masked) to ``(numerators, denominators)``, overwriting
+    ``scores``: the weights are their ratio, 0 in a row with nothing to attend."""
     if normalize == "relu2":
-        return np.maximum(scores, 0) ** 2 / scores.dtype.type(m)  # GAU: relu(s)^2 / m, m all the keys
+        return np.maximum(scores, 0, out=scores) ** 2, max(m, 1)  # GAU: relu(s)^2 / m, m all the keys
     if normalize == "none":
-        return np.exp(scores)  # no denominator: no shift either
-    top = np.max(scores, axis=-1, keepdims=True, initial=-np.inf)  # "l2": exp(s - max s) / ||.||_2
-    e = np.exp(scores - np.where(np.isfinite(top), top, 0))
-    norm = np.sqrt(np.sum(e * e, axis=-1, keepdims=True))
-    return e / np.where(norm > 0, norm, 1)
+        return np.exp(scores, out=scores), 1  # no denominator, so no shift either
+    top = np.max(scores, axis=-1, keepdims=True, initial=-np.inf)  # (..., n, 1)
+    scores -= np.where(np.isfinite(top), top, 0)  # every exponent <= 0 (a row of -inf: shift 0)
+    e = np.exp(scores, out=scores)  # the largest is exp(0) = 1
+    total = np.sum(e, axis=-1, keepdims=True) if normalize == "softmax" else np.sqrt(np.sum(e * e, axis=-1, keepdims=True))
+    return e, np.where(total > 0, total, 1)  # softmax: sum >= 1; l2: norm >= 1; 0 only for an empty row
 
 
 def _check_scores(scores, mask, bias, first):

@@ -89,6 +89,8 @@ def ref_attention(q, k, v, *, scale=None, bias=None, reweight=None, normalize="s
     """
     n, dk = q.shape
     m, dv = v.shape
+    if bounds is not None:
+        bounds["keys"] = 1 if normalize == "none" else m
     dtype = np.result_type(q, k, v)
     e_, t_ = work_eps(dtype), tiny(dtype)
     scale = 1 / mp.sqrt(dk) if scale is None else X(scale)
@@ -202,9 +204,11 @@ def plain_verdict(dtype, bounds, ref, A, C):
     exact numbers are ``bounds`` (see :func:`ref_attention`), answer ``ref``, ``A`` and ``C``.
 
     The plain method forms every score in the compute dtype (float32 for float16), the
-    weights there too, and rounds the output to ``dtype``.  It can compute the answer when
-    every partial sum of a score, every weight (times the reweight) and ``A + C + |ref|`` (which
-    bounds every partial sum of the output) stay below a quarter of the largest float: then
+    numerators of the weights there too (at most 1 for softmax and l2, whose denominators are
+    at most m), their product with v, divided by the denominators, and rounds the output to
+    ``dtype``.  It can compute the answer when every partial sum of a score, every weight
+    (times the reweight) and ``m (A + C + |ref|)`` (which bounds every partial sum of the
+    product) stay below a quarter of the largest float: then
     nothing overflows by rounding (with ``C``, the most the rounded scores can move the output).  It cannot when an exact score, a weight or an output
     lies beyond the largest float: a ``ValueError`` is due.  Between the two, either is right.
     """
@@ -214,7 +218,7 @@ def plain_verdict(dtype, bounds, ref, A, C):
         beyond_out = bool(np.any(np.abs(ref) > big(dtype)))
     if bounds.get("score", 0) > work or bounds.get("weight", 0) > work or beyond_out:
         return "error"
-    if bounds.get("sums", 0) <= work / 4 and bounds.get("weight", 0) <= work / 4 and out <= big(dtype) / 4:
+    if bounds.get("sums", 0) <= work / 4 and bounds.get("weight", 0) <= work / 4 and out * bounds["keys"] <= big(dtype) / 4:
         return "result"
     return "either"
 
@@ -416,18 +420,17 @@ def test_issue_reproducers():
     check_norm("layer_norm", np.array([[300.0, -300.0, 100.0]], np.float16), 1e-5)
 
 
-def unshifted_softmax(z, axis=-1, temperature=1.0):
-    """The wrong variant: exp(z) over its sum, without subtracting the row maximum."""
-    np.exp(z / temperature, out=z)
-    total = np.sum(z, axis=axis, keepdims=True)
-    z /= np.where(total > 0, total, 1)
-    return z
+def unshifted_weights(scores, normalize, m):
+    """The wrong variant: exp(s) over its sum or norm, without subtracting the row maximum."""
+    e = np.exp(scores)
+    total = np.sum(e, axis=-1, keepdims=True) if normalize == "softmax" else np.sqrt(np.sum(e * e, axis=-1, keepdims=True))
+    return e, np.where(total > 0, total, 1)
 
 
 def test_an_unshifted_softmax_is_rejected(monkeypatch):
     """The edge cases above fail without the shift by the row maximum (evidence that can fail):
     exp(s) overflows, or every exp(s) of a row underflows to 0."""
-    monkeypatch.setattr(attention_module, "_softmax", unshifted_softmax)
+    monkeypatch.setattr(attention_module, "_weights", unshifted_weights)
     failed = set()
     for _, label, q, k, v, kw in EDGES:
         try:
@@ -435,7 +438,7 @@ def test_an_unshifted_softmax_is_rejected(monkeypatch):
                 check_attention(q, k, v, example=False, **kw)
         except AssertionError:
             failed.add(label)
-    assert {"scores far beyond log(max)", "every exp(s) below tiny"} <= failed, failed
+    assert {"scores far beyond log(max)", "scores far beyond log(max), l2", "every exp(s) below tiny"} <= failed, failed
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -686,13 +689,13 @@ def test_a_query_whose_bias_removes_every_key_of_an_overflowing_bound_gets_zeros
 @pytest.mark.parametrize("dtype", ROUTES)
 @pytest.mark.parametrize("normalize, reweight, fraction", [
     ("softmax", None, 0.91), ("softmax", [[1.0, 0.5]], 0.91), ("l2", None, 0.83), ("l2", [[1.0, 0.5]], 0.91)])
-def test_an_overflowing_bound_with_values_near_the_largest_float_is_exact(dtype, normalize, reweight, fraction):
+def test_an_overflowing_bound_with_values_near_the_largest_float_is_exact_or_an_error(dtype, normalize, reweight, fraction):
     """The numerators (1, e**-1.5) (times the reweight) times values `fraction` max sum to 1.11
-    max or more, but the weights are divided first, so the products sum to the answer, that
-    sum over D = 1.22 (softmax) or over ||e|| = 1.025 (l2), which fits: no overflow, no warning."""
+    max or more before the division by D = 1.22 (softmax) or ||e|| = 1.025 (l2): the answer
+    fits, the product may not.  The exact answer or a ValueError, and no warning."""
     q, k = counterexample(dtype)
     v = np.full((2, 1), big(dtype) * fraction, dtype)
     reweight = None if reweight is None else np.array(reweight, dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        check_attention(q, k, v, example=False, expect="result", scale=1.0, normalize=normalize, reweight=reweight)
+        check_attention(q, k, v, example=False, scale=1.0, normalize=normalize, reweight=reweight)
