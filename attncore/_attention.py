@@ -19,7 +19,7 @@ from attncore._checks import (
     check_real,
 )
 from attncore._linear import linear
-from attncore._softmax import NORMALIZERS, _softmax, compute_dtype
+from attncore._softmax import NORMALIZERS, compute_dtype
 
 #: Query rows per block in :func:`attention`: only the scores of one block,
 #: ``(..., BLOCK_ROWS, m)``, exist at a time.
