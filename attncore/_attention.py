@@ -335,7 +335,8 @@ def _check_scores(scores, mask, bias, first):
 
     Two reductions decide the usual case; only then is every entry looked at,
     since ``-inf`` in ``bias`` and the entries ``mask`` and ``first`` (causal, as
-    in :func:`_scores`) remove may be anything.
+    in :func:`_scores`) remove may be anything.  A removed entry that is NaN
+    (an overflow plus a bias of ``-inf``) becomes ``-inf``.
     """
     if _all_finite(scores):
         return
@@ -351,6 +352,7 @@ def _check_scores(scores, mask, bias, first):
             f"the scores q k^T * scale + bias overflow {scores.dtype}; "
             f"scale q, k or bias down{_WIDER if scores.dtype.itemsize < 8 else ''}"
         )
+    np.copyto(scores, -np.inf, where=np.isnan(scores))  # an overflow plus a bias of -inf: removed
 
 
 def _all_finite(a):
