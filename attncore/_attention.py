@@ -310,7 +310,7 @@ def _scores(q, k, mask, bias, first=None):
         scores = scores + bias
     _check_scores(scores, mask, bias, first)
     if mask is not None:
-        scores = np.where(mask, scores, -np.inf)  # a key a query may not attend: weight exp(-inf) = 0
+        np.copyto(scores, -np.inf, where=~mask)  # a key a query may not attend: weight exp(-inf) = 0
     if first is not None:  # causal: only keys first: can come after a query first + r
         np.copyto(scores[..., first:], -np.inf, where=np.triu(np.ones(scores[..., first:].shape[-2:], bool), 1))
     return scores
