@@ -490,7 +490,7 @@ def linear_attention_weights(
     ValueError
         If the shapes do not match (``q`` ``(..., n, k)``, ``k``
         ``(..., m, k)``); if an input holds NaN or ``+-inf``; if the
-        features of ``q`` and ``k`` differ in width, have the wrong number of
+        features of ``q`` and ``k`` differ in width, have width 0, have the wrong number of
         rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if a
         score :math:`\phi(q_i)\cdot\phi(k_j)` or the normaliser, their sum over
         the kept keys, overflows the dtype, although inputs and features are
@@ -578,7 +578,7 @@ def linear_attention(
     ValueError
         If the shapes do not match (``q`` ``(..., n, k)``, ``k``
         ``(..., m, k)``, ``v`` ``(..., m, v)``); if an input holds NaN or ``+-inf``; if the
-        features of ``q`` and ``k`` differ in width, have the wrong number of
+        features of ``q`` and ``k`` differ in width, have width 0, have the wrong number of
         rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if ``chunk < 1``;
         if the numerator :math:`\sum_j (\phi(q_i)\cdot\phi(k_j))\, v_j` or the
         normaliser :math:`\sum_j \phi(q_i)\cdot\phi(k_j)` (with the mask, of any
