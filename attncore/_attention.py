@@ -292,13 +292,19 @@ def attention(
         for start in range(0, n, BLOCK_ROWS):
             rows = slice(start, min(start + BLOCK_ROWS, n))  # a block of query rows
             keys = slice(0, min(rows.stop, m) if causal else m)  # causal: no key after the block's last query
-            mask_b, bias_b, reweight_b = (None if a is None else _block(a, rows, keys) for a in (mask, bias, reweight))
-            scores = _scores(q[..., rows, :], k[..., keys, :], mask_b, bias_b, first=start if causal else None)
-            numerators, denominators = _weights(scores, normalize, m)  # (..., rows, keys), (..., rows, 1)
-            if reweight is not None:
-                numerators *= reweight_b
-            out[..., rows, :] = numerators @ v[..., keys, :] / denominators  # divide v rows, not m weights
+            blocks = [None if a is None else _block(a, rows, keys) for a in (mask, bias, reweight)]
+            out[..., rows, :] = _attention_rows(q[..., rows, :], k[..., keys, :], v[..., keys, :], *blocks,
+                                                normalize, m, first=start if causal else None)
     return _finish(out, dtype, "the output", normalize)
+
+
+def _attention_rows(q, k, v, mask, bias, reweight, normalize, m, first=None):
+    """Attention of one block of query rows ``q`` (..., b, k) over the keys ``k`` (..., keys, k);
+    ``first`` as in :func:`_scores`.  Only this block's scores exist while it runs."""
+    numerators, denominators = _weights(_scores(q, k, mask, bias, first), normalize, m)  # (..., b, keys)
+    if reweight is not None:
+        numerators *= reweight
+    return numerators @ v / denominators  # (..., b, v): divide the v numbers of a row, not its m weights
 
 
 def _scores(q, k, mask, bias, first=None):
