@@ -272,9 +272,8 @@ def test_no_queries_with_a_reweight_give_an_empty_result():
 
 
 def test_a_query_near_the_largest_float_is_not_scaled_up():
-    """|q| = 0.6 max with |k| <= 0.1: the scores (up to 0.06 max, log bound = ln max - 2.8) fit,
-    so q is used as it is.  Kills ``log_bound <= log_max - 2`` -> ``<= log_max - 3`` in
-    _fit_scores (which "rescales" by 2**-j with j = -1: q doubles to inf and the weights are NaN)."""
+    """|q| = 0.6 max with |k| <= 0.1: the scores (up to 0.06 max) fit, so q is used as it is
+    (doubling it would overflow to inf and make the weights NaN)."""
     top = float(np.finfo(np.float32).max)
     q = np.array([[0.6 * top]], np.float32)
     k, v = np.array([[0.1], [0.05]], np.float32), np.array([[1.0], [2.0]], np.float32)
@@ -312,10 +311,8 @@ def test_exp_beyond_float16_without_a_denominator_is_an_error_that_says_so():
 
 
 def test_attention_without_batch_axes_allocates_one_block_of_scores():
-    """2-D q, k, v (one slice, so one head): the score buffer holds one block of rows, here all
-    512 rows of 512 float32 scores (1 MiB), and nothing else of that size is allocated.  Kills
-    ``_block_layout(n, m, batch[-1] if batch else 1, ...)`` -> ``else 2`` (two slices per block:
-    a buffer twice as large, for a second slice that does not exist)."""
+    """2-D q, k, v (one slice, so one head): at most one block of rows of 512 float32 scores
+    exists at a time, and nothing else of the size of the n x n matrix is allocated."""
     rng = np.random.default_rng(9)
     n = 512
     q, k, v = (rng.normal(size=(n, 16)).astype(np.float32) for _ in range(3))

@@ -74,8 +74,7 @@ def test_softmax_works_in_the_compute_dtype_not_in_float64():
 def test_each_row_is_shifted_by_its_own_maximum():
     """Query 0 scores about 1768 and query 1 about 0.35: shifting every row by the largest score
     of the whole matrix (max over all axes instead of the last) underflows row 1 to exp(-1768) = 0,
-    a row of zeros instead of [0.5, 0.5].  Kills, in _numerators_inplace,
-    _shifted_exp_inplace(z, -1, ...) => _shifted_exp_inplace(z, None, ...)."""
+    a row of zeros instead of [0.5, 0.5]."""
 
     q = np.array([[50.0, 0.0], [0.5, 0.0]])
     k = np.array([[50.0, 0.0], [49.0, 1.0]])
@@ -89,8 +88,7 @@ def test_each_row_is_shifted_by_its_own_maximum():
 
 def test_normalize_none_ignores_a_masked_score_too_large_for_exp():
     """A masked score never reaches exp: query 0 masks key 0, whose score 2000/sqrt(2) would
-    overflow exp.  Kills, in _numerators_inplace ("none"), np.copyto(z, -inf, where=~mask) =>
-    where=None (copies nothing, so exp overflows and the call raises)."""
+    overflow exp (without the mask the call raises)."""
 
     q = np.array([[1.0, 0.0], [0.0, 1.0]])
     k = np.array([[2000.0, 0.0], [1.0, 1.0]])
@@ -121,7 +119,7 @@ def test_no_overflow_warning_escapes():
 
 
 def test_softmax_with_temperature_two():
-    """Kills, in _shifted_exp_inplace, `if temperature != 1.0:` => `!= 2.0` (T = 2 not applied)."""
+    """The logits are divided by T = 2 (a rule that skipped T = 2 as if it were 1 would fail)."""
     x = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]])
     e = np.exp(x / 2.0)
     np.testing.assert_allclose(softmax(x, temperature=2.0), e / e.sum(-1, keepdims=True), rtol=1e-14)
