@@ -408,6 +408,11 @@ def _features(q, k, feature_map, key_feature_map):
         key_name = "key_feature_map(k)"
     fq = as_float_array(feature_map(q), "feature_map(q)", ("...", q.shape[-2], "D"))
     fk = as_float_array(key_feature_map(k), key_name, ("...", k.shape[-2], fq.shape[-1]))
+    if fq.shape[-1] == 0:
+        raise ValueError(
+            f"feature_map(q) and {key_name} have feature width D = 0 (shapes {fq.shape} and {fk.shape}): "
+            "the feature map must return at least one feature"
+        )
     return fq, fk, key_name
 
 
@@ -485,7 +490,7 @@ def linear_attention_weights(
     ValueError
         If the shapes do not match (``q`` ``(..., n, k)``, ``k``
         ``(..., m, k)``); if an input holds NaN or ``+-inf``; if the
-        features of ``q`` and ``k`` differ in width, have the wrong number of
+        features of ``q`` and ``k`` differ in width, have width 0, have the wrong number of
         rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if a
         score :math:`\phi(q_i)\cdot\phi(k_j)` or the normaliser, their sum over
         the kept keys, overflows the dtype, although inputs and features are
@@ -573,7 +578,7 @@ def linear_attention(
     ValueError
         If the shapes do not match (``q`` ``(..., n, k)``, ``k``
         ``(..., m, k)``, ``v`` ``(..., m, v)``); if an input holds NaN or ``+-inf``; if the
-        features of ``q`` and ``k`` differ in width, have the wrong number of
+        features of ``q`` and ``k`` differ in width, have width 0, have the wrong number of
         rows or hold NaN or ``+-inf``; if ``causal`` and ``n != m``; if ``chunk < 1``;
         if the numerator :math:`\sum_j (\phi(q_i)\cdot\phi(k_j))\, v_j` or the
         normaliser :math:`\sum_j \phi(q_i)\cdot\phi(k_j)` (with the mask, of any
@@ -650,31 +655,37 @@ def linear_attention(
     q, k, v = _validate_qkv(q, k, v, causal)
     chunk = check_count(chunk, "chunk")
     fq, fk, key_name = _features(q, k, feature_map, key_feature_map)
-    if not causal:
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is an error below, naming the operands
-            state = np.swapaxes(fk, -1, -2) @ v  # (..., D, v)
-            total = np.sum(fk, axis=-2)[..., :, None]  # (..., D, 1)
-            numerator = fq @ state  # (..., n, v)
-            denominator = fq @ total  # (..., n, 1)
-        if k.shape[-2] == 0:  # no keys: an empty sum, 0 as in attention (not 0/0)
-            return np.zeros_like(numerator)
-        _check_sums(numerator, denominator, fq, fk, v, key_name)
-        return numerator / denominator  # (..., n, v)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is an error below, naming the operands
+        numerator, denominator = _causal_sums(fq, fk, v, chunk) if causal else _sums(fq, fk, v)
+    if k.shape[-2] == 0:  # no keys: an empty sum, 0 as in attention (not 0/0)
+        return np.zeros_like(numerator)
+    _check_sums(numerator, denominator, fq, fk, v, key_name)
+    return numerator / denominator  # (..., n, v)
+
+
+def _sums(fq, fk, v):
+    """The numerators ``phi(q_i) S`` and normalisers ``phi(q_i) . z`` of linear attention,
+    ``S = sum_j phi(k_j)^T v_j`` and ``z = sum_j phi(k_j)`` computed once for every query."""
+    state = np.swapaxes(fk, -1, -2) @ v  # (..., D, v)
+    total = np.sum(fk, axis=-2)[..., :, None]  # (..., D, 1)
+    return fq @ state, fq @ total  # (..., n, v), (..., n, 1)
+
+
+def _causal_sums(fq, fk, v, chunk):
+    """:func:`_sums` over the keys ``j <= i``: running sums carried from chunk to chunk,
+    plus the lower triangle of each chunk's own ``phi(Q) phi(K)^T``."""
     batch = batch_shape(("features of q", fq, 2), ("features of k", fk, 2), ("v", v, 2))
-    n, width, dv = fq.shape[-2], fq.shape[-1], v.shape[-1]
-    dtype = np.result_type(fq, fk, v)
-    out = np.empty(batch + (n, dv), dtype=dtype)  # (..., n, v)
-    state = np.zeros(batch + (width, dv), dtype=dtype)  # (..., D, v): sum of phi(k_j) v_j^T so far
+    n, width, dtype = fq.shape[-2], fq.shape[-1], np.result_type(fq, fk, v)
+    numerator = np.empty(batch + (n, v.shape[-1]), dtype=dtype)  # (..., n, v)
+    denominator = np.empty(batch + (n, 1), dtype=dtype)  # (..., n, 1)
+    state = np.zeros(batch + (width, v.shape[-1]), dtype=dtype)  # (..., D, v): sum of phi(k_j)^T v_j so far
     total = np.zeros(batch + (width, 1), dtype=dtype)  # (..., D, 1): sum of phi(k_j) so far
     for start in range(0, n, chunk):
-        stop = min(start + chunk, n)
-        fq_b, fk_b, v_b = fq[..., start:stop, :], fk[..., start:stop, :], v[..., start:stop, :]
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is an error below, naming the operands
-            local = np.tril(fq_b @ np.swapaxes(fk_b, -1, -2))  # (..., c, c)
-            numerator = fq_b @ state + local @ v_b  # (..., c, v)
-            denominator = fq_b @ total + local.sum(axis=-1, keepdims=True)  # (..., c, 1)
-            state = state + np.swapaxes(fk_b, -1, -2) @ v_b
-            total = total + np.sum(fk_b, axis=-2)[..., :, None]
-        _check_sums(numerator, denominator, fq, fk, v, key_name)
-        out[..., start:stop, :] = numerator / denominator
-    return out
+        rows = slice(start, min(start + chunk, n))
+        fq_b, fk_b, v_b = fq[..., rows, :], fk[..., rows, :], v[..., rows, :]
+        local = np.tril(fq_b @ np.swapaxes(fk_b, -1, -2))  # (..., c, c): the chunk's own keys j <= i
+        numerator[..., rows, :] = fq_b @ state + local @ v_b
+        denominator[..., rows, :] = fq_b @ total + local.sum(axis=-1, keepdims=True)
+        state = state + np.swapaxes(fk_b, -1, -2) @ v_b
+        total = total + np.sum(fk_b, axis=-2)[..., :, None]
+    return numerator, denominator

@@ -192,58 +192,78 @@ def probe_hidden_states(
     if urpe and scheme == "shaw":
         raise ValueError('urpe=True is not combined with scheme="shaw"')
 
-    total = n + 2 if special_tokens else n
+    x = _probe_tokens(n, d, scheme, special_tokens, rng)  # (t, d), t = n or n + 2
+    for _ in range(layers):
+        x = _probe_layer(x, rng, h, d_ff, scheme, normalize, causal, urpe, shaw_clip)
+    return x[1:-1] if special_tokens else x  # (n, d)
+
+
+def _probe_tokens(n, d, scheme, special_tokens, rng):
+    """``n`` copies of one random token ("0"), between [CLS] and [SEP] with ``special_tokens``,
+    plus the absolute position code of ``scheme``: ``(t, d)``."""
     x = np.tile(rng.standard_normal(d), (n, 1))  # (n, d): n copies of the token "0"
     if special_tokens:
         cls, sep = rng.standard_normal((2, d))
         x = np.concatenate([cls[None], x, sep[None]])  # (n + 2, d)
     if scheme == "sinusoidal":
-        x = x + sinusoidal_encoding(total, d)
+        x = x + sinusoidal_encoding(len(x), d)
     elif scheme == "learned":
-        x = x + rng.standard_normal((total, d))
-    mask = causal_mask(total) if causal else None
-    offsets = np.arange(total)[None, :] - np.arange(total)[:, None]  # (t, t), j - i
+        x = x + rng.standard_normal(x.shape)
+    return x
 
-    for _ in range(layers):
-        w_q, w_k, w_v, w_o = rng.standard_normal((4, d, d)) / np.sqrt(d)
-        b_q, b_k, b_v, b_o = 0.1 * rng.standard_normal((4, d))
-        w1 = rng.standard_normal((d, d_ff)) / np.sqrt(d)
-        w2 = rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)
-        b1, b2 = 0.1 * rng.standard_normal(d_ff), 0.1 * rng.standard_normal(d)
-        q = split_heads(linear(x, w_q, b_q), h)  # (h, t, dk)
-        k = split_heads(linear(x, w_k, b_k), h)  # (h, t, dk)
-        v = split_heads(linear(x, w_v, b_v), h)  # (h, t, dk)
-        bias = None
-        if scheme == "t5":
-            table = rng.standard_normal((h, 32))
-            bias = table[:, t5_relative_bucket(offsets, bidirectional=not causal)]  # (h, t, t)
-        elif scheme == "alibi":
-            bias = -alibi_slopes(h)[:, None, None] * np.abs(offsets)  # (h, t, t)
-        elif scheme == "rope":
-            q, k = rope(q), rope(k)
-        reweight = None
-        if urpe == "symmetric":
-            half = 1.0 + 0.5 * rng.standard_normal((h, total))  # (h, t): c_0, ..., c_{t-1}
-            reweight = toeplitz(np.concatenate([half[:, :0:-1], half], axis=-1))  # (h, t, t), c_r = c_{-r}
-        elif urpe:
-            reweight = toeplitz(1.0 + 0.5 * rng.standard_normal((h, 2 * total - 1)))  # (h, t, t)
-        if scheme == "shaw":
-            tables_k = rng.standard_normal((h, 2 * shaw_clip + 1, dk)) / np.sqrt(dk)
-            tables_v = rng.standard_normal((h, 2 * shaw_clip + 1, dk))
-            heads = np.stack([
-                shaw_attention(
-                    q[t], k[t], v[t],
-                    shaw_relative_embeddings(total, total, tables_k[t]),
-                    shaw_relative_embeddings(total, total, tables_v[t]),
-                    mask=mask, normalize=normalize,
-                )
-                for t in range(h)
-            ])  # (h, t, dk)
-        else:
-            heads = attention(q, k, v, mask=mask, bias=bias, normalize=normalize, reweight=reweight)  # (h, t, dk)
-        x = layer_norm(x + linear(merge_heads(heads), w_o, b_o))  # (t, d)
-        x = layer_norm(x + ffn(x, w1, b1, w2, b2))  # (t, d)
-    return x[1:-1] if special_tokens else x  # (n, d)
+
+def _probe_layer(x, rng, h, d_ff, scheme, normalize, causal, urpe, shaw_clip):
+    """One post-LN layer with fresh random weights: multi-head attention with the position
+    terms of ``scheme``, then the FFN, each with a residual and a LayerNorm.  ``(t, d) -> (t, d)``."""
+    t, d = x.shape
+    w_q, w_k, w_v, w_o = rng.standard_normal((4, d, d)) / np.sqrt(d)
+    b_q, b_k, b_v, b_o = 0.1 * rng.standard_normal((4, d))
+    w1 = rng.standard_normal((d, d_ff)) / np.sqrt(d)
+    w2 = rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)
+    b1, b2 = 0.1 * rng.standard_normal(d_ff), 0.1 * rng.standard_normal(d)
+    q, k, v = (split_heads(linear(x, w, b), h) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))  # (h, t, dk)
+    mask = causal_mask(t) if causal else None
+    if scheme == "shaw":
+        heads = _shaw_heads(q, k, v, rng, shaw_clip, mask, normalize)  # (h, t, dk)
+    else:
+        q, k, bias, reweight = _position_terms(q, k, rng, scheme, causal, urpe)
+        heads = attention(q, k, v, mask=mask, bias=bias, normalize=normalize, reweight=reweight)  # (h, t, dk)
+    x = layer_norm(x + linear(merge_heads(heads), w_o, b_o))  # (t, d)
+    return layer_norm(x + ffn(x, w1, b1, w2, b2))  # (t, d)
+
+
+def _position_terms(q, k, rng, scheme, causal, urpe):
+    """``(q, k, bias, reweight)`` of one layer: rotated queries and keys (rope), a score bias
+    (t5, alibi) and URPE's Toeplitz reweighting, for heads ``q``, ``k`` of shape ``(h, t, dk)``."""
+    h, t = q.shape[0], q.shape[-2]
+    offsets = np.arange(t)[None, :] - np.arange(t)[:, None]  # (t, t), j - i
+    bias = reweight = None
+    if scheme == "t5":
+        table = rng.standard_normal((h, 32))
+        bias = table[:, t5_relative_bucket(offsets, bidirectional=not causal)]  # (h, t, t)
+    elif scheme == "alibi":
+        bias = -alibi_slopes(h)[:, None, None] * np.abs(offsets)  # (h, t, t)
+    elif scheme == "rope":
+        q, k = rope(q), rope(k)
+    if urpe == "symmetric":
+        half = 1.0 + 0.5 * rng.standard_normal((h, t))  # (h, t): c_0, ..., c_{t-1}
+        reweight = toeplitz(np.concatenate([half[:, :0:-1], half], axis=-1))  # (h, t, t), c_r = c_{-r}
+    elif urpe:
+        reweight = toeplitz(1.0 + 0.5 * rng.standard_normal((h, 2 * t - 1)))  # (h, t, t)
+    return q, k, bias, reweight
+
+
+def _shaw_heads(q, k, v, rng, clip, mask, normalize):
+    """Shaw attention of each head with fresh random tables of ``2 clip + 1`` relative
+    embeddings for the keys and the values: ``(h, t, dk)``."""
+    h, t, dk = q.shape
+    tables_k = rng.standard_normal((h, 2 * clip + 1, dk)) / np.sqrt(dk)
+    tables_v = rng.standard_normal((h, 2 * clip + 1, dk))
+    return np.stack([
+        shaw_attention(q[i], k[i], v[i], shaw_relative_embeddings(t, t, tables_k[i]),
+                       shaw_relative_embeddings(t, t, tables_v[i]), mask=mask, normalize=normalize)
+        for i in range(h)
+    ])  # (h, t, dk)
 
 
 def linear_readout(
@@ -274,7 +294,8 @@ def linear_readout(
         ``rcond`` is not a real number or None.
     ValueError
         If ``features`` is not ``(n, d)``, ``targets`` not ``(n,)``, either
-        holds NaN or ``+-inf``, or ``rcond`` is not in ``(0, 1)``.
+        holds NaN or ``+-inf``, ``features`` has no rows, or ``rcond`` is not
+        in ``(0, 1)``.
 
     See Also
     --------
@@ -320,6 +341,8 @@ def linear_readout(
     # The fit runs in float64 (numpy's SVD has no float16, and the cut-off is float64's).
     f = as_float_array(features, "features", ("n", "d")).astype(np.float64, copy=False)
     y = as_float_array(targets, "targets", (f.shape[0],), match=("features", f)).astype(np.float64, copy=False)
+    if f.shape[0] == 0:
+        raise ValueError(f"features has no rows (shape {f.shape}): a readout needs at least one position")
     if rcond is None:
         rcond = max(f.shape) * np.finfo(np.float64).eps
     elif isinstance(rcond, bool) or not isinstance(rcond, (int, float, np.integer, np.floating)):

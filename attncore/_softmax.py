@@ -98,112 +98,37 @@ def softmax(
     >>> softmax(x, mask=np.zeros(3, dtype=bool))
     array([0., 0., 0.])
     """
-    z = np.array(as_float_array(x, "x", finite="-inf"), copy=True)
+    z = as_float_array(x, "x", finite="-inf")
+    x_dtype = z.dtype
     axis = check_axis(axis, z.ndim, "x")
     work = compute_dtype(z)
     # The logits are divided by T in the compute dtype: T and 1/T must both be finite and nonzero there.
     temperature = float(check_real(temperature, "temperature", work, positive=True, reciprocal=True))
     if z.shape[axis] == 0:
         raise ValueError(f"x must have at least one entry along axis {axis}, got shape {z.shape}")
-    if mask is not None:
-        mask = check_mask(mask, z.shape, "x")
-    # float16 is computed in float32 (as PyTorch does) and rounded once at the end.
-    work = z.astype(work, copy=False)
-    return _softmax_inplace(work, axis, temperature=temperature, mask=mask).astype(z.dtype, copy=False)
+    # A copy in the compute dtype (float16 is computed in float32, as PyTorch does, and rounded
+    # once at the end), which _softmax overwrites; a masked logit becomes -inf, of weight 0.
+    z = np.array(z, dtype=work) if mask is None else np.where(check_mask(mask, z.shape, "x"), z, work.type(-np.inf))
+    with np.errstate(over="ignore"):  # (z - c) / T <= 0: an overflow is to -inf, whose exp is 0
+        return _softmax(z, axis, temperature).astype(x_dtype, copy=False)
 
 
-def _softmax_inplace(z, axis=-1, *, temperature=1.0, mask=None):
-    """Softmax of the validated float array ``z``, overwriting it; returns ``z``.
+def _softmax(z, axis=-1, temperature=1.0):
+    """``exp((z - max z) / T)`` over its sum along ``axis``, computed in place in ``z``.
 
-    Shared by :func:`softmax` and the attention functions, which own their
-    score buffer and so need no copy.
+    Subtracting the maximum makes every exponent ``<= 0``; the largest term is
+    ``exp(0) = 1``, so the sum is at least 1.  A slice of only ``-inf`` (every
+    entry masked) has no maximum: it is shifted by 0 instead, and its weights are 0.
     """
-    _shifted_exp_inplace(z, axis, temperature=temperature, mask=mask)
-    total = np.sum(z, axis=axis, keepdims=True)
-    # total is >= 1 unless every entry was removed, and then z is already all 0.
-    np.divide(z, total, out=z, where=total > 0)
-    return z
-
-
-def _shifted_exp_inplace(z, axis=-1, *, temperature=1.0, mask=None, shift=True):
-    """``exp((z - max z) / T)`` along ``axis`` in place, removed entries 0; returns ``z``.
-
-    ``shift=False`` skips subtracting the maximum, for callers that have proved
-    that no score is large enough in absolute value for the unshifted route to
-    lose accuracy (see :func:`attncore.attention`, Notes); the ratios it feeds
-    are the same either way.
-    """
-    if mask is not None:
-        np.copyto(z, -np.inf, where=np.logical_not(mask))
-    if not shift:
-        if temperature != 1.0:
-            z /= z.dtype.type(temperature)
-        return np.exp(z, out=z)
-    zmax = np.max(z, axis=axis, keepdims=True, initial=-np.inf)
-    # A slice with every entry removed (or none at all) has max -inf; use 0 so that exp gives 0, not NaN.
-    zmax[~np.isfinite(zmax)] = 0
-    z -= zmax
+    top = np.max(z, axis=axis, keepdims=True, initial=-np.inf)
+    z -= np.where(np.isfinite(top), top, 0)  # every exponent <= 0
     if temperature != 1.0:
-        with np.errstate(over="ignore"):  # z <= 0 here: an overflow is to -inf, and exp gives 0
-            z /= z.dtype.type(temperature)
+        z /= temperature
     np.exp(z, out=z)
+    total = np.sum(z, axis=axis, keepdims=True)  # >= 1, or 0 for a slice with nothing allowed
+    z /= np.where(total > 0, total, 1)
     return z
 
 
 #: The row normalisations of attention scores, by name (see :func:`attncore.attention_weights`).
 NORMALIZERS = ("softmax", "l2", "relu2", "none")
-
-
-def _normalize_inplace(z, kind, *, mask=None, temperature=1.0):
-    """Turn the validated scores ``z`` (..., n, m) into weights, overwriting ``z``.
-
-    ``"softmax"``: ``exp(z)`` over its sum (rows sum to 1);
-    ``"l2"``: ``exp(z)`` over its Euclidean norm (rows have unit l2 norm);
-    ``"relu2"``: ``relu(z)**2 / m`` with ``m`` the number of keys (GAU);
-    ``"none"``: ``exp(z)`` with no denominator.
-    Removed entries are 0 in every case, and a row with every entry removed is 0.
-    """
-    z, denominator = _numerators_inplace(z, kind, mask=mask, temperature=temperature)
-    if denominator is not None:
-        np.divide(z, denominator, out=z, where=denominator > 0)
-    return z
-
-
-def _numerators_inplace(z, kind, *, mask=None, shift=True, temperature=1.0):
-    """The weights of :func:`_normalize_inplace` before their per-row division.
-
-    Returns ``(z, denominator)``: ``z`` overwritten with the numerators and the
-    denominators of shape ``(..., n, 1)``, or None where there is no division.
-    Attention divides its *output* rows instead of the ``(n, m)`` weights.
-    The scores are ``z / temperature``: attention passes scores divided by a
-    power of two, and that power as ``temperature``, when ``q k^T`` itself
-    could overflow and no wider dtype can hold it.
-    """
-    if kind in ("softmax", "l2"):
-        # exp(z - c) over its sum or norm equals exp(z) over its sum or norm: the shift cancels.
-        _shifted_exp_inplace(z, -1, mask=mask, shift=shift, temperature=temperature)
-        if kind == "softmax":
-            return z, np.sum(z, axis=-1, keepdims=True)
-        return z, np.sqrt(np.einsum("...m,...m->...", z, z))[..., None]
-    if temperature != 1.0 and kind in ("relu2", "none"):
-        with np.errstate(over="ignore"):  # an overflow here is one of exp or of the square anyway
-            z /= z.dtype.type(temperature)
-    if kind == "relu2":
-        np.maximum(z, 0, out=z)
-        z *= z
-        z /= z.dtype.type(z.shape[-1])
-    elif kind == "none":
-        if mask is not None:
-            np.copyto(z, -np.inf, where=np.logical_not(mask))
-        with np.errstate(over="ignore"):
-            np.exp(z, out=z)
-        if not np.all(np.isfinite(z)):
-            raise ValueError(
-                'a score is too large for exp without a denominator (normalize="none"); '
-                "scale the scores down"
-            )
-    else:
-        raise ValueError(f"normalize must be one of {', '.join(NORMALIZERS)}, got {kind!r}")
-    if mask is not None:
-        np.copyto(z, 0, where=np.logical_not(mask))
-    return z, None

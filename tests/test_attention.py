@@ -308,8 +308,8 @@ def test_row_blocks_match_whole_matrix(rng, monkeypatch, mask_shape, bias_shape)
     bias = None if bias_shape is None else rng.normal(size=bias_shape)
     reweight = rng.normal(size=(7, 5))
     whole = (attention_weights(q, k, mask=mask, bias=bias) * reweight) @ v
-    for block_bytes in (1, 8 * 5 * 2 * 3 * 2, 1 << 30):  # one row, a few rows, everything
-        monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
+    for block_rows in (1, 3, 1 << 30):  # one row, a few rows, everything
+        monkeypatch.setattr(module, "BLOCK_ROWS", block_rows)
         got = attention(q, k, v, mask=mask, bias=bias, reweight=reweight)
         np.testing.assert_allclose(got, whole, rtol=1e-12, atol=1e-14)
 
@@ -330,7 +330,7 @@ def test_large_scores_stay_exact(rng, dtype, big):
     np.testing.assert_allclose(got, ref, **tol(dtype))
 
 
-# ------------------------------------------------- the fast paths: key skipping, per-head blocks
+# ------------------------------------------------- blocks of query rows, causal key slicing, heads
 
 
 def loop_over_batch(q, k, v, mask=None, bias=None, reweight=None, causal=False):
@@ -354,20 +354,19 @@ def loop_over_batch(q, k, v, mask=None, bias=None, reweight=None, causal=False):
     return out
 
 
-SMALL_BLOCKS = [1, 3 * 7 * 8, 1 << 30]  # one row per block, a few rows, everything in one block
+SMALL_BLOCKS = [1, 3, 1 << 30]  # one row per block, a few rows, everything in one block
 
 
 @pytest.mark.parametrize("n, m", [(7, 7), (5, 9), (9, 4)])
 @pytest.mark.parametrize("user_mask", [None, "random", "rows fully masked", "band"])
-@pytest.mark.parametrize("block_bytes", SMALL_BLOCKS)
-def test_causal_flag_and_causal_mask_match_loop(rng, monkeypatch, n, m, user_mask, block_bytes):
+@pytest.mark.parametrize("block_rows", SMALL_BLOCKS)
+def test_causal_flag_and_causal_mask_match_loop(rng, monkeypatch, n, m, user_mask, block_rows):
     """causal=True, and the same mask given as booleans, against the loop: m != n both ways,
     fully masked rows, several block sizes (so that key blocks are really skipped), batch axes."""
     import sys
 
     module = sys.modules["attncore._attention"]
-    monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
-    monkeypatch.setattr(module, "SKIP_MIN_ROWS", 1)
+    monkeypatch.setattr(module, "BLOCK_ROWS", block_rows)
     q, k, v = rng.normal(size=(2, 3, n, 4)), rng.normal(size=(3, m, 4)), rng.normal(size=(2, 1, m, 5))
     mask = None
     if user_mask == "random":
@@ -387,14 +386,13 @@ def test_causal_flag_and_causal_mask_match_loop(rng, monkeypatch, n, m, user_mas
 
 
 @pytest.mark.parametrize("normalize", ["softmax", "l2", "relu2", "none"])
-@pytest.mark.parametrize("block_bytes", SMALL_BLOCKS)
-def test_causal_with_every_normalizer_bias_and_reweight(rng, monkeypatch, normalize, block_bytes):
+@pytest.mark.parametrize("block_rows", SMALL_BLOCKS)
+def test_causal_with_every_normalizer_bias_and_reweight(rng, monkeypatch, normalize, block_rows):
     """The skipped keys leave every normaliser's answer unchanged (relu2 divides by all m keys)."""
     import sys
 
     module = sys.modules["attncore._attention"]
-    monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
-    monkeypatch.setattr(module, "SKIP_MIN_ROWS", 1)
+    monkeypatch.setattr(module, "BLOCK_ROWS", block_rows)
     n, m = 6, 8
     q, k, v = rng.normal(size=(3, n, 4)), rng.normal(size=(3, m, 4)), rng.normal(size=(3, m, 2))
     bias, reweight = rng.normal(size=(n, m)), rng.normal(size=(3, n, m))
@@ -405,14 +403,13 @@ def test_causal_with_every_normalizer_bias_and_reweight(rng, monkeypatch, normal
     np.testing.assert_allclose(attention_weights(q, k, bias=bias, normalize=normalize, causal=True), whole, rtol=1e-12)
 
 
-@pytest.mark.parametrize("block_bytes", [1, 8 * 6 * 5, 8 * 6 * 5 * 3, 1 << 30])  # rows; 1, 3 and all heads per block
-def test_per_head_blocks_match_loop(rng, monkeypatch, block_bytes):
-    """Blocks of rows of one (batch, head) slice, or of several heads at once (a group that
-    need not divide the number of heads), with every operand broadcasting on its own axes."""
+@pytest.mark.parametrize("block_rows", [1, 4, 1 << 30])
+def test_per_head_blocks_match_loop(rng, monkeypatch, block_rows):
+    """Blocks of rows over batch and head axes, with every operand broadcasting on its own axes."""
     import sys
 
     module = sys.modules["attncore._attention"]
-    monkeypatch.setattr(module, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(module, "BLOCK_ROWS", block_rows)
     n, m, h = 6, 5, 4
     q, k, v = rng.normal(size=(2, h, n, 3)), rng.normal(size=(1, m, 3)), rng.normal(size=(2, 1, m, 2))
     mask = rng.random((h, n, m)) < 0.7
@@ -420,18 +417,6 @@ def test_per_head_blocks_match_loop(rng, monkeypatch, block_bytes):
     want = loop_over_batch(q, k, v, mask=mask, bias=bias, reweight=reweight)
     got = attention(q, k, v, mask=mask, bias=bias, reweight=reweight)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
-    assert module._block_layout(n, m, h, 8, False)[1] == max(1, min(h, block_bytes // (n * m * 8)))
-
-
-def test_rows_per_block_do_not_shrink_with_heads():
-    """The issue's complaint: the row-block size depended on the number of heads."""
-    import sys
-
-    layout = sys.modules["attncore._attention"]._block_layout
-    assert layout(1024, 1024, 1, 4, False) == layout(1024, 1024, 64, 4, False)[:1] + (1,)
-    assert layout(4096, 4096, 32, 4, False)[0] == layout(4096, 4096, 1, 4, False)[0] == 256
-    assert layout(256, 256, 8, 4, False) == (256, 8)  # small heads: 8 of them share a block
-    assert layout(4096, 4096, 1, 4, True)[0] == 256  # causal: 16 blocks of rows
 
 
 def test_multi_head_causal_matches_mask(rng):
@@ -440,3 +425,179 @@ def test_multi_head_causal_matches_mask(rng):
     for context, m in ((None, 5), (ctx, 7)):
         np.testing.assert_allclose(multi_head_attention(x, *ws, 2, context=context, causal=True),
                                    multi_head_attention(x, *ws, 2, context=context, mask=causal_mask(5, m)), rtol=1e-12)
+
+
+# ------------------------------------------------- the definition: blocks, causal slicing, errors
+
+
+def _module():
+    import sys
+
+    return sys.modules["attncore._attention"]
+
+
+def mutate(monkeypatch, name, old, new):
+    """Replace ``old`` by ``new`` in the source of ``attncore._attention.<name>`` for this test:
+    the wrong variant a check must reject."""
+    import __future__
+    import inspect
+    import textwrap
+
+    module = _module()
+    source = textwrap.dedent(inspect.getsource(getattr(module, name)))
+    assert source.count(old) == 1, (name, old)
+    code = compile(source.replace(old, new), module.__file__, "exec",
+                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    namespace = {}
+    exec(code, module.__dict__, namespace)
+    monkeypatch.setattr(module, name, namespace[name])
+    if name in globals():  # imported here by name too
+        monkeypatch.setitem(globals(), name, namespace[name])
+
+
+@given(st.integers(1, 9), st.integers(1, 9), st.integers(1, 12), st.booleans(), st.booleans(), st.booleans(), seeds)
+def test_block_size_does_not_change_the_answer(n, m, block_rows, causal, with_mask, with_bias, seed):
+    """Any number of rows per block gives attention_loop's answer (an independent route), with a
+    mask, a bias and causal=True, m != n both ways."""
+    import contextlib
+
+    rng = np.random.default_rng(seed)
+    q, k, v = rng.normal(size=(n, 3)), rng.normal(size=(m, 3)), rng.normal(size=(m, 2))
+    mask = rng.random((n, m)) < 0.7 if with_mask else None
+    bias = rng.normal(size=(n, m)) if with_bias else None
+    keep = np.ones((n, m), bool) if mask is None else mask.copy()
+    if causal:
+        keep &= np.array([[j <= i for j in range(m)] for i in range(n)])
+    _, want = attention_loop(q, k, v, mask=keep, bias=bias)
+    with contextlib.ExitStack() as stack:
+        patch = stack.enter_context(pytest.MonkeyPatch.context())
+        patch.setattr(_module(), "BLOCK_ROWS", block_rows)
+        got = attention(q, k, v, mask=mask, bias=bias, causal=causal)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("n, m", [(300, 300), (300, 200), (200, 300)])
+def test_causal_blocks_equal_the_whole_masked_computation(rng, monkeypatch, n, m):
+    """Blocks of 64 rows, keys sliced to each block's last query: the same numbers as the whole
+    (n, m) softmax under causal_mask written out in numpy."""
+    monkeypatch.setattr(_module(), "BLOCK_ROWS", 64)
+    q, k, v = rng.normal(size=(2, n, 8)), rng.normal(size=(2, m, 8)), rng.normal(size=(2, m, 3))
+    s = np.where(causal_mask(n, m), q @ np.swapaxes(k, -1, -2) / math.sqrt(8), -np.inf)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    want = (e / e.sum(axis=-1, keepdims=True)) @ v
+    np.testing.assert_allclose(attention(q, k, v, causal=True), want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("min(rows.stop, m) if causal", "min(rows.stop - 1, m) if causal"),  # the block's last query loses its own key
+    ("first=start if causal", "first=start + 1 if causal"),  # the causal mask one key late
+    ("first=start if causal", "first=start - 1 if causal"),  # one key early
+])
+def test_a_causal_slice_off_by_one_is_rejected(monkeypatch, old, new):
+    """The checks above fail for the wrong variants of the causal slicing."""
+    mutate(monkeypatch, "attention", old, new)
+    with pytest.raises(AssertionError):
+        test_causal_blocks_equal_the_whole_masked_computation(np.random.default_rng(0), monkeypatch, 300, 300)
+
+
+def test_a_key_slice_one_past_the_block_changes_nothing(monkeypatch, rng):
+    """Keys 0:stop + 1 add one key after every query of the block, which the diagonal mask
+    removes: the slice is the smallest correct one, not the only one (a variant the causal
+    tests must not, and do not, reject)."""
+    mutate(monkeypatch, "attention", "min(rows.stop, m) if causal", "min(rows.stop + 1, m) if causal")
+    test_causal_blocks_equal_the_whole_masked_computation(rng, monkeypatch, 300, 300)
+
+
+def test_large_scores_need_the_shift_by_the_row_maximum(monkeypatch):
+    """Scores near 1000: exp(s) overflows without the shift (a ValueError, or NaN), exp(s - max s)
+    does not, and the answer is the softmax average."""
+    q, k, v = np.array([[40.0]]), np.array([[50.0], [49.9]]), np.array([[1.0], [3.0]])
+    want = attention_loop(q, k, v, scale=0.5)[1]
+    np.testing.assert_allclose(attention(q, k, v, scale=0.5), want, rtol=1e-12)
+    mutate(monkeypatch, "_weights", "scores -= np.where(np.isfinite(top), top, 0)", "pass")
+    with pytest.raises(ValueError, match="overflow"):
+        attention(q, k, v, scale=0.5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scores_that_overflow_are_an_error_that_names_them(dtype):
+    """|q . k| beyond the dtype, of either sign: a ValueError naming the scores and the remedy,
+    and no RuntimeWarning.  Negative scores overflow to -inf, which would otherwise read as
+    "masked" and give a silent row of zeros."""
+    import warnings
+
+    big = float(np.sqrt(np.finfo(dtype).max)) * 2
+    q = np.array([[big, 0.0]], dtype)
+    for sign in (1.0, -1.0):
+        k = np.array([[sign * big, 0.0], [sign * big, 1.0]], dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(ValueError, match=r"scores q k\^T \* scale \+ bias overflow " + np.dtype(dtype).name):
+                attention(q, k, np.ones((2, 1), dtype), scale=1.0)
+            with pytest.raises(ValueError, match="scale q, k or bias down"):
+                attention_weights(q, k, scale=1.0)
+
+
+def test_negative_overflow_without_the_check_is_a_silent_row_of_zeros(monkeypatch):
+    """The wrong variant the check above rejects: without it the -inf scores read as masked keys."""
+    monkeypatch.setattr(_module(), "_check_scores", lambda *args: None)
+    q, k = np.array([[1e20, 0.0]], np.float32), np.array([[-1e20, 0.0], [-1e20, 1.0]], np.float32)
+    assert attention(q, k, np.ones((2, 1), np.float32), scale=1.0).tolist() == [[0.0]]
+
+
+def test_masked_and_future_scores_may_overflow():
+    """A score no query may attend is never used: its overflow is not an error (mask, causal, or a
+    bias of -inf), and the answer is that of the remaining keys."""
+    big = 1e20
+    q = np.array([[0.0, 1.0], [big, 1.0]], np.float32)
+    k = np.array([[0.0, 1.0], [big, 0.0]], np.float32)  # q_1 . k_1 = 1e40: beyond float32
+    v = np.array([[2.0], [5.0]], np.float32)
+    keep = np.array([[True, True], [True, False]])
+    np.testing.assert_allclose(attention(q, k, v, mask=keep, scale=1.0), [[3.5 - 1.5 * math.tanh(0.5)], [2.0]], rtol=1e-6)
+    np.testing.assert_allclose(attention(q, k, v, bias=np.where(keep, 0, -np.inf), scale=1.0),
+                               attention(q, k, v, mask=keep, scale=1.0))
+    with pytest.raises(ValueError, match="scores"):
+        attention(q, k, v, scale=1.0)  # allowed now: the row of query 1 overflows
+    q2 = np.array([[0.0, 1.0], [1.0, 1.0]], np.float32)
+    k2 = np.array([[0.0, 1.0], [big, 0.0]], np.float32)
+    np.testing.assert_allclose(attention(q2 * [[big], [1.0]], k2, v, causal=True, scale=1.0)[0], [2.0])
+
+
+@pytest.mark.parametrize("normalize", ["softmax", "none", "relu2"])
+def test_an_output_beyond_the_dtype_is_an_error(normalize):
+    import warnings
+
+    f32 = np.float32
+    q, k = np.ones((1, 2), f32), np.ones((2, 2), f32)
+    v = np.full((2, 1), 3e38, f32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="output of attention overflows float32"):
+            attention(q, k, v, reweight=np.full((1, 2), 4.0, f32), normalize=normalize)
+
+
+def test_exp_without_a_denominator_beyond_the_dtype_is_an_error():
+    with pytest.raises(ValueError, match='normalize="none"'):
+        attention_weights(np.array([[30.0]]), np.array([[30.0]]), normalize="none")  # exp(900)
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), np.array(False)])
+def test_a_scalar_mask_broadcasts(rng, value):
+    q, k, v = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 2))
+    if bool(value):
+        np.testing.assert_array_equal(attention(q, k, v, mask=value), attention(q, k, v))
+        np.testing.assert_array_equal(attention_weights(q, k, mask=value, causal=True), attention_weights(q, k, causal=True))
+    else:
+        assert not np.any(attention(q, k, v, mask=value)) and not np.any(attention_weights(q, k, mask=value))
+
+
+def test_one_block_of_scores_exists_at_a_time():
+    """Peak memory of 2,048 queries over 2,048 keys (float32): far below one n x n score matrix
+    (16 MiB): one block of 256 x 2,048 scores (2 MiB, an eighth of it) and the output."""
+    from strength import traced_peak
+
+    rng = np.random.default_rng(0)
+    n = 2048
+    q, k, v = (rng.normal(size=(n, 16)).astype(np.float32) for _ in range(3))
+    _, peak = traced_peak(attention, q, k, v)
+    assert peak < 0.2 * n * n * 4, peak / (n * n * 4)

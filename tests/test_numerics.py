@@ -9,8 +9,13 @@ Tolerances come from the dtype's unit roundoff ``eps`` (``finfo.eps``), its smal
 subnormal ``tiny``, and how much the problem amplifies rounding (a condition
 factor); each helper below states its bound and why.  A wrong answer of the kinds
 the issue found (``inf``, ``nan``, a row of zeros, a norm of zeros) misses every
-one of these tolerances by orders of magnitude, and ``test_old_fast_path_is_rejected``
-re-introduces the old skip-the-shift rule to show that the edge cases catch it.
+one of these tolerances by orders of magnitude, and ``test_an_unshifted_softmax_is_rejected``
+removes the shift by the row maximum to show that the edge cases catch it.
+
+Where the plain method cannot compute an answer in the dtype (a score, a weight of
+``normalize="none"`` or an output beyond its largest float), attention must raise
+``ValueError`` instead; :func:`plain_verdict` decides which case an input is in from the
+exact numbers, with a grey zone near the largest float where either is right.
 """
 
 from __future__ import annotations
@@ -65,8 +70,13 @@ def X(value):
 # ---------------------------------------------------------------- references
 
 
-def ref_attention(q, k, v, *, scale=None, bias=None, reweight=None, normalize="softmax"):
+def ref_attention(q, k, v, *, scale=None, bias=None, reweight=None, normalize="softmax", bounds=None):
     """Exact attention by plain loops: ``(out, A, C)``.
+
+    With a dict ``bounds``, also records there ``"sums"``, the largest
+    ``sum_t |q_it k_jt| scale + |b_ij|`` (a bound on every partial sum of a score),
+    ``"score"``, the largest exact ``|s_ij|``, and ``"weight"``, the largest exact
+    weight times ``max(1, |r_ij|)``.
 
     ``A[i, c] = sum_j |w_ij r_ij v_jc|`` is the scale of the arithmetic's rounding error.
     ``C[i, c] = sum_j min(w_ij expm1(2 delta_i), 1) |r_ij v_jc|`` bounds the effect of the
@@ -79,6 +89,8 @@ def ref_attention(q, k, v, *, scale=None, bias=None, reweight=None, normalize="s
     """
     n, dk = q.shape
     m, dv = v.shape
+    if bounds is not None:
+        bounds["keys"] = 1 if normalize == "none" else m
     dtype = np.result_type(q, k, v)
     e_, t_ = work_eps(dtype), tiny(dtype)
     scale = 1 / mp.sqrt(dk) if scale is None else X(scale)
@@ -89,6 +101,9 @@ def ref_attention(q, k, v, *, scale=None, bias=None, reweight=None, normalize="s
             products = [X(q[i, t]) * X(k[j, t]) for t in range(dk)]
             b = X(bias[i, j]) if bias is not None else mp.mpf(0)
             scores.append(mp.fsum(products) * scale + b)
+            if bounds is not None:
+                bounds["sums"] = max(bounds.get("sums", 0), mp.fsum(abs(p) for p in products) * abs(scale) + abs(b))
+                bounds["score"] = max(bounds.get("score", 0), abs(scores[-1]))
             sizes.append(float((dk + 3) * e_ * (mp.fsum(abs(p) for p in products) * scale + abs(b))
                                + t_ * (dk + 1) * (1 + mp.fsum(abs(X(k[j, t])) for t in range(dk)))))
         delta = max(sizes, default=0.0)
@@ -104,6 +119,9 @@ def ref_attention(q, k, v, *, scale=None, bias=None, reweight=None, normalize="s
             weights = [x / norm for x in e]
         else:
             weights = e
+        if bounds is not None:
+            size = [w * max(1, abs(X(reweight[i, j])) if reweight is not None else 1) for j, w in enumerate(weights)]
+            bounds["weight"] = max(bounds.get("weight", 0), *size)
         for col in range(dv):
             values = [(X(reweight[i, j]) if reweight is not None else 1) * X(v[j, col]) for j in range(m)]
             terms = [w * x for w, x in zip(weights, values)]
@@ -181,11 +199,40 @@ def assert_within(got, ref, tol, what):
         f"got {got[worst]!r}, exact {ref[worst]!r}")
 
 
-def check_attention(q, k, v, *, example=True, **kw):
-    """attention against the exact answer, within the bound.  In a hypothesis
+def plain_verdict(dtype, bounds, ref, A, C):
+    """``"result"``, ``"error"`` or ``"either"``: what attention must do for an input whose
+    exact numbers are ``bounds`` (see :func:`ref_attention`), answer ``ref``, ``A`` and ``C``.
+
+    The plain method forms every score in the compute dtype (float32 for float16), the
+    numerators of the weights there too (at most 1 for softmax and l2, whose denominators are
+    at most m), their product with v, divided by the denominators, and rounds the output to
+    ``dtype``.  It can compute the answer when every partial sum of a score, every weight
+    (times the reweight) and ``m (A + C + |ref|)`` (which bounds every partial sum of the
+    product) stay below a quarter of the largest float: then
+    nothing overflows by rounding (with ``C``, the most the rounded scores can move the output).  It cannot when an exact score, a weight or an output
+    lies beyond the largest float: a ``ValueError`` is due.  Between the two, either is right.
+    """
+    work = big(np.result_type(dtype, np.float32))
+    with np.errstate(over="ignore"):
+        out = float(np.max(np.abs(ref) + A + C, initial=0.0))
+        beyond_out = bool(np.any(np.abs(ref) > big(dtype)))
+    if bounds.get("score", 0) > work or bounds.get("weight", 0) > work or beyond_out:
+        return "error"
+    if bounds.get("sums", 0) <= work / 4 and bounds.get("weight", 0) <= work / 4 and out * bounds["keys"] <= big(dtype) / 4:
+        return "result"
+    return "either"
+
+
+def check_attention(q, k, v, *, example=True, expect=None, **kw):
+    """attention against the exact answer, within the bound, or a ``ValueError`` where the
+    plain method overflows (:func:`plain_verdict`; ``expect`` overrides it).  In a hypothesis
     ``example`` an answer too close to the largest float is skipped; elsewhere it is an error."""
-    ref, A, C = ref_attention(q, k, v, **kw)
+    bounds = {}
+    ref, A, C = ref_attention(q, k, v, bounds=bounds, **kw)
     dtype = np.result_type(q, k, v)
+    verdict = expect or plain_verdict(dtype, bounds, ref, A, C)
+    if call_or_overflow(lambda: attention(q, k, v, **kw), [verdict]) is None:
+        return
     tol = attention_tolerance(dtype, k.shape[0], A, C, ref)
     if kw.get("reweight") is not None:
         # The weights times reweight are rounded before the product with v: a product in
@@ -195,6 +242,19 @@ def check_attention(q, k, v, *, example=True, **kw):
     got = attention(q, k, v, **kw)
     assert got.dtype == dtype
     assert_within(got, ref, tol, f"attention {dtype.name} {kw}")
+
+
+def call_or_overflow(call, verdicts):
+    """``call()``, or None after a ``ValueError`` about an overflow; which of the two is due
+    follows from the verdicts (:func:`plain_verdict`) of the rows the call computes."""
+    try:
+        with np.errstate(over="ignore", under="ignore"):
+            got = call()
+    except ValueError as error:
+        assert "overflow" in str(error) and set(verdicts) != {"result"}, error
+        return None
+    assert "error" not in verdicts, f"a result where the plain method overflows: {verdicts}"
+    return got
 
 
 def assume_representable(ref, tol, dtype, example):
@@ -298,8 +358,9 @@ def test_norm_matches_exact_answer(name, data, dtype, shape, eps_):
 
 
 def edge_cases(dtype):
-    """(label, q, k, v, keyword arguments): inputs at the edges of ``dtype``'s range, each
-    aimed at one bound of the skip-the-shift fast path or of the shifted route."""
+    """(label, q, k, v, keyword arguments): inputs at the edges of ``dtype``'s range: scores
+    near the limits of exp, values and reweights near the largest float, products that
+    underflow, and scores that overflow (where a ``ValueError`` is due)."""
     f = np.dtype(dtype).type
     info = np.finfo(dtype)
     log_max = math.log(float(info.max))
@@ -319,6 +380,8 @@ def edge_cases(dtype):
         ("v near max, m = 4", a([0.5]), a([0.25], [0.5], [0.0], [-0.5]), np.full((4, 1), f(info.max / 1.1)), {}),
         ("reweight near max/m", a([0.5]), a([0.25], [0.5]), a([2.0], [1.0]),
          {"reweight": np.full((1, 2), f(info.max / 8))}),
+        ("scores far beyond log(max)", a([2 * r]), a([2 * r], [1.9 * r]), a([3.0], [-2.0]), {}),
+        ("scores far beyond log(max), l2", a([2 * r]), a([2 * r], [1.9 * r]), a([3.0], [-2.0]), {"normalize": "l2"}),
         ("every exp(s) below tiny", a([math.sqrt(-log_tiny) * 1.05]),
          a([-math.sqrt(-log_tiny) * 1.05], [-math.sqrt(-log_tiny) * 1.1]), a([5.0], [7.0]), {}),
         ("scores near log(tiny), tiny values", a([math.sqrt(-log_tiny) * 0.9]),
@@ -332,12 +395,11 @@ def edge_cases(dtype):
          {"bias": a([float(info.max) / 2, -float(info.max) / 2])}),
         ("scale near max", a([1.0]), a([1.0], [-1.0]), a([3.0], [4.0]), {"scale": float(info.max) / 2}),
     ]
-    # The fast path itself with products that would underflow without its power of two:
-    # scores near -0.4 log(max) (still unshifted) and values far below tiny e^B.
+    # Negative scores near -0.4 log(max) and values far below tiny e^B: products that underflow.
     b = 0.4 * log_max
     value = float(info.tiny) * math.exp(b) * 1e-7
     if value > float(info.smallest_subnormal) * 2**10:  # representable with 10 bits (not float16)
-        cases.append(("fast path: negative scores, values below tiny e^B", a([math.sqrt(b)]),
+        cases.append(("negative scores, values below tiny e^B", a([math.sqrt(b)]),
                       a([-math.sqrt(b)], [-math.sqrt(b) * 0.99]), a([value], [value * 3]), {}))
     return cases
 
@@ -358,47 +420,32 @@ def test_issue_reproducers():
     check_norm("layer_norm", np.array([[300.0, -300.0, 100.0]], np.float16), 1e-5)
 
 
-def old_plan(log_bound, m, log_values, normalize, dtype):
-    """The skip-the-shift rule before the fix: only |s| and m, not v, reweight or l2."""
-    info = np.finfo(dtype)
-    bound = math.exp(min(log_bound, 700.0))
-    return bound >= min(np.log(info.max) - np.log(m), -np.log(info.tiny)) - 1, 0
+def unshifted_weights(scores, normalize, m):
+    """The wrong variant: exp(s) over its sum or norm, without subtracting the row maximum."""
+    e = np.exp(scores)
+    total = np.sum(e, axis=-1, keepdims=True) if normalize == "softmax" else np.sqrt(np.sum(e * e, axis=-1, keepdims=True))
+    return e, np.where(total > 0, total, 1)
 
 
-def test_old_fast_path_is_rejected(monkeypatch):
-    """The edge cases above fail with the old rule (they are evidence that can fail)."""
-    monkeypatch.setattr(attention_module, "_plan", old_plan)
-    failures = 0
-    for _, _label, q, k, v, kw in EDGES:
+def test_an_unshifted_softmax_is_rejected(monkeypatch):
+    """The edge cases above fail without the shift by the row maximum (evidence that can fail):
+    exp(s) overflows, or every exp(s) of a row underflows to 0."""
+    monkeypatch.setattr(attention_module, "_weights", unshifted_weights)
+    failed = set()
+    for _, label, q, k, v, kw in EDGES:
         try:
             with np.errstate(all="ignore"):
                 check_attention(q, k, v, example=False, **kw)
         except AssertionError:
-            failures += 1
-    assert failures >= 6, failures
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_fast_path_is_taken_on_ordinary_inputs(dtype, rng):
-    """The fast path is not dead code: unit-variance inputs of width 64 skip the shift
-    (float16 computes in float32, where it is safe)."""
-    q, k, v = (rng.standard_normal((256, 64)).astype(dtype) for _ in range(3))
-    work = np.result_type(dtype, np.float32)
-    q = q.astype(work) / 8
-    k = k.astype(work)
-    log_bound = attention_module._log_score_bound(q, k, None)
-    shift, gain = attention_module._plan(log_bound, 256, attention_module._log_max_abs(v), "softmax", work)
-    assert not shift and gain > 0
+            failed.add(label)
+    assert {"scores far beyond log(max)", "scores far beyond log(max), l2", "every exp(s) below tiny"} <= failed, failed
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("normalize", ["softmax", "l2"])
-def test_fast_and_shifted_routes_agree(dtype, normalize, rng, monkeypatch):
-    """Same inputs through both routes, against the exact answer each time."""
+def test_ordinary_inputs_match_the_exact_answer(dtype, normalize, rng):
     q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in ((5, 8), (7, 8), (7, 3)))
-    check_attention(q, k, v, example=False, normalize=normalize)
-    monkeypatch.setattr(attention_module, "_plan", lambda *args: (True, 0))
-    check_attention(q, k, v, example=False, normalize=normalize)
+    check_attention(q, k, v, example=False, expect="result", normalize=normalize)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -446,14 +493,22 @@ def test_norms_at_the_edges(dtype, name, where, eps_):
 
 @pytest.mark.parametrize("dtype_name, label, q, k, v, kw", EDGES, ids=[f"{e[0]}-{e[1]}" for e in EDGES])
 def test_causal_key_skipping_at_the_edges(dtype_name, label, q, k, v, kw, monkeypatch):
-    """The key-skipping path at each edge case: the query repeated once per key, causal=True,
+    """The causal key slicing at each edge case: the query repeated once per key, causal=True,
     one row per block, so block i computes keys 0..i only and masks none; row i must be the
-    exact attention of the query over the first i + 1 keys, within the same bound."""
-    monkeypatch.setattr(attention_module, "BLOCK_BYTES", 1)
+    exact attention of the query over the first i + 1 keys, within the same bound (or, where
+    some row's plain method overflows, a ValueError)."""
+    monkeypatch.setattr(attention_module, "BLOCK_ROWS", 1)
     m = k.shape[0]
     rows = {name: np.repeat(val, m, axis=0) if isinstance(val, np.ndarray) else val for name, val in kw.items()}
-    with np.errstate(over="ignore", under="ignore"):
-        got = attention(np.repeat(q, m, axis=0), k, v, causal=True, **rows)
+    verdicts = []
+    for i in range(m):
+        sub = {name: val[:, : i + 1] if isinstance(val, np.ndarray) else val for name, val in kw.items()}
+        bounds = {}
+        ref, A, C = ref_attention(q, k[: i + 1], v[: i + 1], bounds=bounds, **sub)
+        verdicts.append(plain_verdict(np.result_type(q, k, v), bounds, ref, A, C))
+    got = call_or_overflow(lambda: attention(np.repeat(q, m, axis=0), k, v, causal=True, **rows), verdicts)
+    if got is None:
+        return
     for i in range(m):
         sub = {name: val[:, : i + 1] if isinstance(val, np.ndarray) else val for name, val in kw.items()}
         ref, A, C = ref_attention(q, k[: i + 1], v[: i + 1], **sub)
@@ -467,11 +522,6 @@ def test_causal_key_skipping_at_the_edges(dtype_name, label, q, k, v, kw, monkey
 # ---------------------------------------------------------------- score bounds beyond the dtype
 
 
-LONG_DOUBLE_WIDER = float(np.log(np.finfo(np.longdouble).max)) > 2 * math.log(big(np.float64)) + 8
-needs_long_double = pytest.mark.skipif(
-    not LONG_DOUBLE_WIDER, reason="long double is not wider than float64 here: the power-of-two fallback")
-
-
 def check_masked(q, k, *, keep=None, causal=False, v=None, bias=None, normalize="softmax", scale=None):
     """attention (with ``v``) or attention_weights (without) against the exact answer of each
     query over the keys it may attend, taken one row at a time with the removed keys left out:
@@ -482,13 +532,20 @@ def check_masked(q, k, *, keep=None, causal=False, v=None, bias=None, normalize=
     if causal:
         keep = keep & (np.arange(m)[None, :] <= np.arange(n)[:, None])
     values = np.eye(m, dtype=q.dtype) if v is None else v  # the weights are attention over eye(m)
-    with np.errstate(over="ignore", under="ignore"):
-        got = attention_weights(q, k, **kw) if v is None else attention(q, k, v, **kw)
-    assert got.dtype == np.result_type(q, k, values)
+    rows = []
     for i in range(n):
         kept = np.flatnonzero(keep[i])
         sub = None if bias is None else bias[i : i + 1, kept]
-        ref, A, C = ref_attention(q[i : i + 1], k[kept], values[kept], scale=scale, bias=sub, normalize=normalize)
+        bounds = {}
+        ref, A, C = ref_attention(q[i : i + 1], k[kept], values[kept], scale=scale, bias=sub, normalize=normalize,
+                                  bounds=bounds)
+        rows.append((kept, ref, A, C, plain_verdict(np.result_type(q, k, values), bounds, ref, A, C)))
+    got = call_or_overflow(lambda: attention_weights(q, k, **kw) if v is None else attention(q, k, v, **kw),
+                           [row[-1] for row in rows])
+    if got is None:
+        return
+    assert got.dtype == np.result_type(q, k, values)
+    for i, (kept, ref, A, C, _) in enumerate(rows):
         tol = attention_tolerance(got.dtype, kept.size, A, C, ref)
         assume_representable(ref, tol, got.dtype, example=False)
         assert_within(got[i : i + 1], ref, tol, f"row {i} {normalize} {'weights' if v is None else 'attention'}")
@@ -504,15 +561,15 @@ def counterexample(dtype):
     return q, k
 
 
-ROUTES = [np.float32, pytest.param(np.float64, marks=needs_long_double)]
+ROUTES = [np.float32, np.float64]
 
 
 @pytest.mark.parametrize("dtype", ROUTES)
 @pytest.mark.parametrize("normalize", ["softmax", "l2", "none"])
 def test_scores_whose_bound_overflows_are_exact(dtype, normalize):
-    """The counterexample of _fit_scores' old docstring, through attention_weights and attention;
-    float64 needs long double to hold |q| |k| ~ 1e600.  Before the fix every case gave equal
-    weights (exp(0) for "none"): the small entry of q underflowed."""
+    """The counterexample, through attention_weights and attention: |q| |k| overflows, every
+    score is moderate.  Dividing q by a power of two to bring |q| |k| into range would make its
+    small entry underflow and every case give equal weights (exp(0) for "none")."""
     q, k = counterexample(dtype)
     check_masked(q, k, normalize=normalize, scale=1.0)
     check_masked(q, k, v=np.array([[3.0, 1.0], [-2.0, 5.0]], dtype), normalize=normalize, scale=1.0)
@@ -523,14 +580,14 @@ def test_scores_whose_bound_overflows_are_exact(dtype, normalize):
 
 @pytest.mark.parametrize("dtype", ROUTES)
 @pytest.mark.parametrize("normalize", ["softmax", "l2", "none"])
-@pytest.mark.parametrize("block_bytes", [None, 1])
-def test_removed_keys_of_an_overflowing_bound_never_set_the_shift(dtype, normalize, block_bytes, monkeypatch):
+@pytest.mark.parametrize("block_rows", [None, 1])
+def test_removed_keys_of_an_overflowing_bound_never_set_the_shift(dtype, normalize, block_rows, monkeypatch):
     """The counterexample's keys and a third key (big, 0) whose score big**2 (1e38 or 1e600) dwarfs
     theirs: masked, or in the future of a causal query, it must not be the row maximum that the
     other scores are shifted by (they would all become exp(-big**2) = 0).  One row per block
-    (block_bytes 1) also takes the causal key skipping of attention."""
-    if block_bytes is not None:
-        monkeypatch.setattr(attention_module, "BLOCK_BYTES", block_bytes)
+    (block_rows 1) also takes the causal key slicing of attention."""
+    if block_rows is not None:
+        monkeypatch.setattr(attention_module, "BLOCK_ROWS", block_rows)
     q, k = counterexample(dtype)
     k = np.concatenate([k, [[q[0, 0], 0.0]]]).astype(dtype)  # (3, 2)
     q3 = np.repeat(q, 3, axis=0)  # query i may attend keys 0..i with causal=True
@@ -559,9 +616,9 @@ def ref_relu2(q, k, keep, scale):
 
 @pytest.mark.parametrize("dtype", ROUTES)
 def test_relu2_of_scores_whose_bound_overflows_is_exact(dtype):
-    """relu2 is not shifted (a shift changes relu(s)**2): the scores formed wide are rounded as
-    they are.  The counterexample gives relu(0.75)**2 / 2 = 0.28125 and 0 (0 and 0 before the
-    fix), with a mask, causal and through attention too."""
+    """relu2 is not shifted (a shift changes relu(s)**2).  The counterexample gives
+    relu(0.75)**2 / 2 = 0.28125 and 0 (0 and 0 if q lost its small entry), with a mask,
+    causal and through attention too."""
     q, k = counterexample(dtype)
     q2 = np.array([q[0], q[0] * [1, -1]], dtype)  # scores (0.75, -0.75) and (-0.75, 0.75)
     v = np.array([[3.0], [-2.0]], dtype)
@@ -599,7 +656,7 @@ def overflowing_bounds(draw, dtype):
     return q, k
 
 
-@given(st.data(), st.sampled_from([np.float32, np.float64] if LONG_DOUBLE_WIDER else [np.float32]),
+@given(st.data(), st.sampled_from([np.float32, np.float64]),
        st.sampled_from(["softmax", "l2", "none"]), st.booleans(), st.booleans(), st.booleans())
 def test_overflowing_bounds_with_moderate_scores_are_exact(data, dtype, normalize, with_bias, with_mask, causal):
     q, k = data.draw(overflowing_bounds(dtype))
@@ -629,52 +686,13 @@ def test_a_query_whose_bias_removes_every_key_of_an_overflowing_bound_gets_zeros
     check_masked(q, k, normalize=normalize, scale=1.0)
 
 
-def test_the_wide_dtype_is_chosen_from_finfo():
-    """float32 scores are formed in float64; float64 ones in long double exactly where its range
-    holds (k + 1) max**2 of float64; long double has nothing wider (the power-of-two fallback)."""
-    wide = attention_module._wide_dtype
-    assert wide(np.dtype(np.float32)) == np.float64
-    assert wide(np.dtype(np.float64)) == (np.dtype(np.longdouble) if LONG_DOUBLE_WIDER else None)
-    assert wide(np.dtype(np.longdouble)) is None
-
-
-def test_scores_in_range_never_take_the_wide_route(monkeypatch, rng):
-    """The ordinary path is the one it was: a bound up to max / e**2 forms the scores in the
-    work dtype (max / e**2.1 here, in float32 and float64)."""
-    def refuse(*args):
-        raise AssertionError("the wide route was taken")
-
-    monkeypatch.setattr(attention_module, "_wide_scores", refuse)
-    for dtype in (np.float32, np.float64):
-        r = math.sqrt(big(dtype) / math.exp(2.1))
-        q, k = np.array([[r, 0.0]], dtype), np.array([[r, 0.0], [0.0, r]], dtype)
-        with np.errstate(over="ignore"):  # relu2: s**2 overflows, as the exact answer does
-            for normalize in ("softmax", "relu2"):
-                attention_weights(q, k, scale=1.0, normalize=normalize)
-                attention(q, k, np.ones((2, 1), dtype), scale=1.0, normalize=normalize)
-    q, k, v = (rng.standard_normal((5, 8)) for _ in range(3))
-    check_attention(q, k, v, example=False)
-
-
-@needs_long_double
-def test_without_a_wider_dtype_the_documented_limitation_remains(monkeypatch):
-    """Where no wider dtype exists, q is divided by a power of two as documented in _fit_scores,
-    and the counterexample's small entry of q is lost: equal weights, as _fit_scores says."""
-    monkeypatch.setattr(attention_module, "_wide_dtype", lambda *args: None)
-    for dtype in (np.float32, np.float64):
-        q, k = counterexample(dtype)
-        assert attention_weights(q, k, scale=1.0).tolist() == [[0.5, 0.5]]
-
-
 @pytest.mark.parametrize("dtype", ROUTES)
 @pytest.mark.parametrize("normalize, reweight, fraction", [
     ("softmax", None, 0.91), ("softmax", [[1.0, 0.5]], 0.91), ("l2", None, 0.83), ("l2", [[1.0, 0.5]], 0.91)])
-def test_an_overflowing_bound_with_values_near_the_largest_float_is_rescued(dtype, normalize, reweight, fraction):
-    """The wide route hands shifted scores to the ordinary shifted route, rescue included: the
-    numerators (1, e**-1.5) (times the reweight) times values `fraction` max sum to 1.11 max or
-    more, an overflow that the block computes again with v halved, while the answer, that sum
-    over D = 1.22 (softmax) or over ||e|| = 1.025 (l2), fits.  With a reweight the numerators
-    are formed apart from the denominators (no fused column)."""
+def test_an_overflowing_bound_with_values_near_the_largest_float_is_exact_or_an_error(dtype, normalize, reweight, fraction):
+    """The numerators (1, e**-1.5) (times the reweight) times values `fraction` max sum to 1.11
+    max or more before the division by D = 1.22 (softmax) or ||e|| = 1.025 (l2): the answer
+    fits, the product may not.  The exact answer or a ValueError, and no warning."""
     q, k = counterexample(dtype)
     v = np.full((2, 1), big(dtype) * fraction, dtype)
     reweight = None if reweight is None else np.array(reweight, dtype)

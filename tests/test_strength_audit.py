@@ -21,12 +21,10 @@ The three differences are in rounding or memory, not in the mathematics, but the
   layout decision itself.
 """
 
-import math
 import numpy as np
 import pytest
 
 from attncore import attention, attention_weights
-from attncore._attention import _limits, _log_score_bound
 from attncore._kernels import positive_random_features, trig_random_features
 from strength import traced_peak
 
@@ -55,25 +53,6 @@ def test_random_features_do_not_copy_omega(features):
     assert peak_bytes(lambda: features(x, omega)) < 0.5 * omega.nbytes
 
 
-def test_attention_uses_contiguous_k_transposed_from_1024_query_rows(monkeypatch):
-    # The documented layout switch (5-10% faster score GEMMs) happens at n = 1024, not later.
-    # Killed: n >= 1024 => n > 1024 / n >= 1025.
-    rng = np.random.default_rng(2)
-    q, k, v = rng.standard_normal((1024, 3)), rng.standard_normal((8, 3)), rng.standard_normal((8, 2))
-    laid_out = []
-    real = np.ascontiguousarray
-
-    def spy(a, *args, **kwargs):
-        laid_out.append(np.shape(a))
-        return real(a, *args, **kwargs)
-
-    monkeypatch.setattr(np, "ascontiguousarray", spy)
-    attention(q[:1023], k, v)
-    assert (3, 8) not in laid_out
-    attention(q, k, v)
-    assert (3, 8) in laid_out
-
-
 def test_attention_does_not_copy_k_or_v():
     # One query, 50 000 keys, normalize="none" (no appended column, no power 2**gain): nothing
     # of the size of k is needed.  Killed: q, k, v = (a.astype(work, copy=False) ...) => copy=True / omitted
@@ -85,46 +64,3 @@ def test_attention_does_not_copy_k_or_v():
     assert peak_bytes(lambda: attention(q, k, v, normalize="none")) < 0.5 * k.nbytes
 
 
-def scaled_arrays(monkeypatch, shape):
-    """Record every call of np.ldexp on an array of ``shape`` (the values being scaled by 2**gain)."""
-    calls = []
-    real = np.ldexp
-
-    def spy(x, *args, **kwargs):
-        if np.shape(x) == shape:
-            calls.append(args)
-        return real(x, *args, **kwargs)
-
-    monkeypatch.setattr(np, "ldexp", spy)
-    return calls
-
-
-def test_attention_does_not_scale_v_when_no_product_can_underflow(monkeypatch):
-    # Unshifted route (small scores), no reweight, min |v| >= e**(B+1) T: the power 2**gain is
-    # dropped.  Killed: gain = 0 => gain = 1, and _limits(work)[1] => _limits(work)[2].
-    q, k = np.array([[0.3]]), np.array([[1.0], [-1.0]])
-    v = np.array([[1.0, -2.0], [0.5, 3.0]])
-    calls = scaled_arrays(monkeypatch, v.shape)
-    for normalize in ("softmax", "l2"):
-        attention(q, k, v, normalize=normalize)
-    assert calls == []
-
-
-def test_attention_does_not_scale_v_at_the_bound_itself(monkeypatch):
-    # The same at min |v| = e**(B+1) T exactly (as computed: log min|v| == log T + B + 1, with B
-    # the bound attention computes): q is tuned, an ulp at a time, until the two sides are equal.
-    # Killed: >= => >, and + 1 => + 2 (which also fail the test above only at the boundary).
-    k = np.array([[1.0], [-1.0]])
-    v = np.array([[1e-307], [1.0]])
-    target = float(np.log(1e-307))
-    log_tiny = _limits(np.dtype(np.float64))[1]
-    q = np.array([[np.nextafter(target - log_tiny - 1, 0) - 2e-12]])
-    for _ in range(100_000):
-        side = log_tiny + math.exp(_log_score_bound(q, k, None)) + 1
-        if side >= target:
-            break
-        q = np.nextafter(q, 1.0)
-    assert side == target
-    calls = scaled_arrays(monkeypatch, v.shape)
-    attention(q, k, v)
-    assert calls == []
