@@ -122,3 +122,25 @@ def test_notebooks_keep_their_chapters_notation(path):
     names = re.findall(r"^\s*([DLT])\s*=|\bfor ([DLT]) in\b|\b([DLT]) = sp\.Symbol", code, flags=re.M)
     slips += [("variable named D, L or T", "".join(n)) for n in names]
     assert not slips, f"{path.name}: notation slips {slips[:5]}"
+
+
+# ---- Chapters 3 to 5: no word of how the book was made, and the key figures on the page ----
+
+PROCESS_TALK = re.compile(
+    r"an earlier version|has since been corrected|while this chapter was written|"
+    r"could not be opened|we state none of them|excluded from output comparison|authoring",
+    flags=re.I,
+)
+
+
+@pytest.mark.parametrize("page", ["book/relative_positions", "book/linear_attention", "book/synthesizer"])
+def test_pages_of_chapters_3_to_5_have_no_process_talk(page):
+    text = (ROOT / f"{page}.md").read_text(encoding="utf-8")
+    hits = [m.group(0) for m in PROCESS_TALK.finditer(text)]
+    assert not hits, f"{page}: process talk {hits}"
+
+
+def test_relative_positions_shows_at_least_four_figures():
+    text = (ROOT / "book/relative_positions.md").read_text(encoding="utf-8")
+    figures = re.findall(r"^`{3,}\{notebook-figure\} ([\w-]+)", text, flags=re.M)
+    assert len(figures) >= 4, figures
