@@ -22,7 +22,7 @@ import notebook_header  # noqa: E402
 from build_wheel import build_wheel  # noqa: E402
 
 # one notebook that uses attncore, sympy, matplotlib (a figure) and mpmath's neighbours
-NOTEBOOK = ROOT / "notebooks" / "01a_lookup_softmax.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "01b_lookup_softmax.ipynb"
 PIN = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+)$")
 
 

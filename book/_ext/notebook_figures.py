@@ -8,7 +8,7 @@ needs all three, and the notebook must stay the single source of the image:
 .. code-block:: markdown
 
     ```{notebook-figure} ch1-saturation
-    :doc: ../notebooks/01b_scaling.ipynb
+    :doc: ../notebooks/01c_scaling.ipynb
     :name: fig-ch1-saturation
     :alt: Three panels against the width ...
 
