@@ -135,6 +135,17 @@ def test_no_page_loads_anything_from_another_host(site):
     assert not offenders, "\n".join(offenders[:50])
 
 
+MAX_PAGE_BYTES = 400_000
+
+
+def test_no_page_is_heavier_than_400_kb(site):
+    """A page a reader opens loads in reasonable time on a slow connection: no HTML page above
+    400 KB (the API reference is split by topic to stay below)."""
+    heavy = {str(page.relative_to(site)): page.stat().st_size for page in pages(site)
+             if page.stat().st_size > MAX_PAGE_BYTES}
+    assert not heavy, heavy
+
+
 def test_every_image_has_alt_text(site):
     missing = [
         f"{page.relative_to(site)}: {img.get('src')}"

@@ -554,7 +554,7 @@ def cell_label(notebook: str, tag: str) -> str:
 def setup(app):
     from docutils import nodes
     from docutils.statemachine import StringList
-    from docutils.parsers.rst import Directive
+    from docutils.parsers.rst import Directive, directives
     from sphinx import addnodes
     from sphinx.errors import ExtensionError
 
@@ -721,7 +721,28 @@ def setup(app):
             ]
 
     class ClaimsLedger(LedgerDirective):
-        pass
+        """The rows of some source documents (``:sources:``, keys of ``sources:``, or ``published``
+        for the rows that rest on a published work), so that the ledger spreads over pages of a
+        reasonable size; ``:summary:`` alone gives the counts of the whole ledger."""
+
+        option_spec = {"sources": directives.unchanged, "summary": directives.flag}
+
+        def select(self, ledger):
+            wanted = set((self.options.get("sources") or "").split())
+            if not wanted:
+                return list(ledger["claims"])
+            documents = set(ledger["sources"])
+            unknown = wanted - documents - {"published"}
+            if unknown:
+                raise ExtensionError(f"claims-ledger :sources: names no source document: {sorted(unknown)}")
+            return [c for c in ledger["claims"]
+                    if c["source"] in wanted or ("published" in wanted and c["source"] not in documents)]
+
+        def run(self):
+            if "summary" in self.options:
+                env, ledger = self.load()
+                return self.summary(list(ledger["claims"]))
+            return super().run()
 
     class ClaimsErrata(LedgerDirective):
         labels = False
