@@ -19,7 +19,7 @@ from attncore._checks import (
     check_real,
 )
 from attncore._linear import linear
-from attncore._softmax import NORMALIZERS, compute_dtype
+from attncore._softmax import NORMALIZERS, _shifted_exp, compute_dtype
 
 #: Query rows per block in :func:`attention`: only the scores of one block,
 #: ``(..., BLOCK_ROWS, m)``, exist at a time.
@@ -329,9 +329,7 @@ def _weights(scores, normalize, m):
         return np.maximum(scores, 0, out=scores) ** 2, max(m, 1)  # GAU: relu(s)^2 / m, m all the keys
     if normalize == "none":
         return np.exp(scores, out=scores), 1  # no denominator, so no shift either
-    top = np.max(scores, axis=-1, keepdims=True, initial=-np.inf)  # (..., n, 1)
-    scores -= np.where(np.isfinite(top), top, 0)  # every exponent <= 0 (a row of -inf: shift 0)
-    e = np.exp(scores, out=scores)  # the largest is exp(0) = 1
+    e = _shifted_exp(scores)  # exp(s - max s) row by row, as in the softmax: the largest is 1
     total = np.sum(e, axis=-1, keepdims=True) if normalize == "softmax" else np.sqrt(np.sum(e * e, axis=-1, keepdims=True))
     return e, np.where(total > 0, total, 1)  # softmax: sum >= 1; l2: norm >= 1; 0 only for an empty row
 
