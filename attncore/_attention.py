@@ -292,7 +292,7 @@ def attention(
         for start in range(0, n, BLOCK_ROWS):
             rows = slice(start, min(start + BLOCK_ROWS, n))  # a block of query rows
             keys = slice(0, min(rows.stop, m) if causal else m)  # causal: no key after the block's last query
-            blocks = [None if a is None else _block(a, rows, keys) for a in (mask, bias, reweight)]
+            blocks = [None if a is None else _block(a, rows, keys) for a in (mask, bias, reweight)]  # (rows, keys)
             out[..., rows, :] = _attention_rows(q[..., rows, :], k[..., keys, :], v[..., keys, :], *blocks,
                                                 normalize, m, first=start if causal else None)
     return _finish(out, dtype, "the output", normalize)
@@ -314,11 +314,12 @@ def _scores(q, k, mask, bias, first=None):
     scores = q @ np.swapaxes(k, -1, -2)  # (..., n, m)
     if bias is not None:
         scores = scores + bias
-    _check_scores(scores, mask, bias, first)
+    _check_scores(scores, mask, bias, first)  # ValueError if a score a query may attend overflowed
     if mask is not None:
         np.copyto(scores, -np.inf, where=~mask)  # a key a query may not attend: weight exp(-inf) = 0
-    if first is not None:  # causal: only keys first: can come after a query first + r
-        np.copyto(scores[..., first:], -np.inf, where=np.triu(np.ones(scores[..., first:].shape[-2:], bool), 1))
+    if first is not None:  # causal: only the keys first: can come after a query first + r
+        square = scores[..., first:]  # (..., n, m - first), a view: row r is query first + r, column c key first + c
+        np.copyto(square, -np.inf, where=np.triu(np.ones(square.shape[-2:], bool), 1))  # keys c > r
     return scores
 
 
