@@ -361,7 +361,7 @@ def _affine_fit(features, targets, rcond=None):
     centred features with a singular value at most ``rcond * ||features||_2`` are cut
     (:func:`linear_readout`, Notes); ``rcond`` is ``max(n, d) * eps`` by default."""
     rcond = max(features.shape) * np.finfo(np.float64).eps if rcond is None else rcond
-    centre, mean = features.mean(axis=0), targets.mean()  # (d,), (): the intercept
+    centre, mean = features.mean(axis=0), targets.mean()  # (d,), (): the means the intercept absorbs
     u, sv, vt = np.linalg.svd(features - centre, full_matrices=False)  # (n, r), (r,), (r, d)
     keep = sv > rcond * (np.linalg.norm(features, 2) if features.size else 0.0)  # above rounding
     w = vt[keep].T @ ((u[:, keep].T @ (targets - mean)) / sv[keep])  # (d,): pseudo-inverse V S^-1 U^T
