@@ -19,7 +19,7 @@ from attncore._checks import (
     check_real,
 )
 from attncore._linear import linear
-from attncore._softmax import NORMALIZERS, compute_dtype
+from attncore._softmax import NORMALIZERS, _shifted_exp, compute_dtype
 
 #: Query rows per block in :func:`attention`: only the scores of one block,
 #: ``(..., BLOCK_ROWS, m)``, exist at a time.
@@ -292,7 +292,7 @@ def attention(
         for start in range(0, n, BLOCK_ROWS):
             rows = slice(start, min(start + BLOCK_ROWS, n))  # a block of query rows
             keys = slice(0, min(rows.stop, m) if causal else m)  # causal: no key after the block's last query
-            blocks = [None if a is None else _block(a, rows, keys) for a in (mask, bias, reweight)]
+            blocks = [None if a is None else _block(a, rows, keys) for a in (mask, bias, reweight)]  # (rows, keys)
             out[..., rows, :] = _attention_rows(q[..., rows, :], k[..., keys, :], v[..., keys, :], *blocks,
                                                 normalize, m, first=start if causal else None)
     return _finish(out, dtype, "the output", normalize)
@@ -314,11 +314,12 @@ def _scores(q, k, mask, bias, first=None):
     scores = q @ np.swapaxes(k, -1, -2)  # (..., n, m)
     if bias is not None:
         scores = scores + bias
-    _check_scores(scores, mask, bias, first)
+    _check_scores(scores, mask, bias, first)  # ValueError if a score a query may attend overflowed
     if mask is not None:
         np.copyto(scores, -np.inf, where=~mask)  # a key a query may not attend: weight exp(-inf) = 0
-    if first is not None:  # causal: only keys first: can come after a query first + r
-        np.copyto(scores[..., first:], -np.inf, where=np.triu(np.ones(scores[..., first:].shape[-2:], bool), 1))
+    if first is not None:  # causal: only the keys first: can come after a query first + r
+        square = scores[..., first:]  # (..., n, m - first), a view: row r is query first + r, column c key first + c
+        np.copyto(square, -np.inf, where=np.triu(np.ones(square.shape[-2:], bool), 1))  # keys c > r
     return scores
 
 
@@ -329,9 +330,7 @@ def _weights(scores, normalize, m):
         return np.maximum(scores, 0, out=scores) ** 2, max(m, 1)  # GAU: relu(s)^2 / m, m all the keys
     if normalize == "none":
         return np.exp(scores, out=scores), 1  # no denominator, so no shift either
-    top = np.max(scores, axis=-1, keepdims=True, initial=-np.inf)  # (..., n, 1)
-    scores -= np.where(np.isfinite(top), top, 0)  # every exponent <= 0 (a row of -inf: shift 0)
-    e = np.exp(scores, out=scores)  # the largest is exp(0) = 1
+    e = _shifted_exp(scores)  # exp(s - max s) row by row, as in the softmax: the largest is 1
     total = np.sum(e, axis=-1, keepdims=True) if normalize == "softmax" else np.sqrt(np.sum(e * e, axis=-1, keepdims=True))
     return e, np.where(total > 0, total, 1)  # softmax: sum >= 1; l2: norm >= 1; 0 only for an empty row
 

@@ -195,13 +195,14 @@ def positive_random_features(x: ArrayLike, omega: ArrayLike, *, stabilizer: str 
     check_choice(stabilizer, "stabilizer", (None, "row", "global"))
     dtype = np.result_type(x, omega)
     x = x.astype(dtype, copy=False)  # |x|^2 too in the result's dtype (float64 for a float32 x and float64 omega)
-    exponent = x @ omega.T.astype(dtype, copy=False)  # (..., n, m), m >= 1 (_check_omega)
-    # The factor 1/sqrt(m) enters the exponent as -log(m)/2: one pass less over (n, m).
-    offset = 0.5 * np.sum(x * x, axis=-1, keepdims=True) + 0.5 * math.log(omega.shape[0])  # (..., n, 1)
-    if stabilizer == "row":
-        offset = offset + np.max(exponent - offset, axis=-1, keepdims=True) + 0.5 * math.log(omega.shape[0])
-    elif stabilizer == "global":
-        offset = offset + np.max(exponent - offset) + 0.5 * math.log(omega.shape[0])
+    D = omega.shape[0]  # the number of features, >= 1 (_check_omega)
+    exponent = x @ omega.T.astype(dtype, copy=False)  # (..., n, D): omega_r . x
+    # The factor 1/sqrt(D) enters the exponent as -log(D)/2: one pass less over (n, D).
+    offset = 0.5 * np.sum(x * x, axis=-1, keepdims=True) + 0.5 * math.log(D)  # (..., n, 1)
+    if stabilizer == "row":  # the largest exponent of the row becomes -log(D)/2
+        offset = offset + np.max(exponent - offset, axis=-1, keepdims=True) + 0.5 * math.log(D)
+    elif stabilizer == "global":  # the largest exponent of the array becomes -log(D)/2
+        offset = offset + np.max(exponent - offset) + 0.5 * math.log(D)
     exponent -= offset.astype(dtype, copy=False)
     np.exp(exponent, out=exponent)
     return exponent
@@ -385,14 +386,14 @@ def exp_limit_features(x: ArrayLike, n: int, *, max_entries: int = MAX_FEATURE_E
     ((1, 27), True)
     """
     x = as_float_array(x, "x", ("...", "l", "d"))
-    n = check_count(n, "n")
+    N = check_count(n, "n")  # the N of (1 + q . k / N)^N; the keyword is n
     max_entries = check_count(max_entries, "max_entries", minimum=0)
     d = x.shape[-1]
-    _check_size(x, (d + 1) ** n, f"exp_limit_features(n={n})", max_entries)
+    _check_size(x, (d + 1) ** N, f"exp_limit_features(n={N})", max_entries)
     ones = np.ones(x.shape[:-1] + (1,), dtype=x.dtype)
-    y = np.concatenate([ones, x / x.dtype.type(math.sqrt(n))], axis=-1)  # (..., l, d+1)
+    y = np.concatenate([ones, x / x.dtype.type(math.sqrt(N))], axis=-1)  # (..., l, d+1): y(x) = (1, x / sqrt(N))
     out = ones  # (..., l, 1)
-    for p in range(1, n + 1):
+    for p in range(1, N + 1):  # out = y(x) (x) ... (x) y(x), p factors
         out = (out[..., :, None] * y[..., None, :]).reshape(x.shape[:-1] + ((d + 1) ** p,))  # (..., l, (d+1)^p)
     return out
 
@@ -672,20 +673,20 @@ def _sums(fq, fk, v):
 
 
 def _causal_sums(fq, fk, v, chunk):
-    """:func:`_sums` over the keys ``j <= i``: running sums carried from chunk to chunk,
-    plus the lower triangle of each chunk's own ``phi(Q) phi(K)^T``."""
-    batch = batch_shape(("features of q", fq, 2), ("features of k", fk, 2), ("v", v, 2))
-    n, width, dtype = fq.shape[-2], fq.shape[-1], np.result_type(fq, fk, v)
+    """:func:`_sums` over the keys ``j <= i``, ``chunk`` tokens at a time: running sums carried
+    from chunk to chunk, plus the lower triangle of each chunk's own ``phi(Q) phi(K)^T``."""
+    batch = batch_shape(("features of q", fq, 2), ("features of k", fk, 2), ("v", v, 2))  # the axes "..."
+    n, D, dtype = fq.shape[-2], fq.shape[-1], np.result_type(fq, fk, v)
     numerator = np.empty(batch + (n, v.shape[-1]), dtype=dtype)  # (..., n, v)
     denominator = np.empty(batch + (n, 1), dtype=dtype)  # (..., n, 1)
-    state = np.zeros(batch + (width, v.shape[-1]), dtype=dtype)  # (..., D, v): sum of phi(k_j)^T v_j so far
-    total = np.zeros(batch + (width, 1), dtype=dtype)  # (..., D, 1): sum of phi(k_j) so far
+    state = np.zeros(batch + (D, v.shape[-1]), dtype=dtype)  # (..., D, v): sum of phi(k_j)^T v_j so far
+    total = np.zeros(batch + (D, 1), dtype=dtype)  # (..., D, 1): sum of phi(k_j) so far
     for start in range(0, n, chunk):
-        rows = slice(start, min(start + chunk, n))
-        fq_b, fk_b, v_b = fq[..., rows, :], fk[..., rows, :], v[..., rows, :]
-        local = np.tril(fq_b @ np.swapaxes(fk_b, -1, -2))  # (..., c, c): the chunk's own keys j <= i
-        numerator[..., rows, :] = fq_b @ state + local @ v_b
-        denominator[..., rows, :] = fq_b @ total + local.sum(axis=-1, keepdims=True)
-        state = state + np.swapaxes(fk_b, -1, -2) @ v_b
-        total = total + np.sum(fk_b, axis=-2)[..., :, None]
+        rows = slice(start, min(start + chunk, n))  # c <= chunk tokens
+        fq_c, fk_c, v_c = fq[..., rows, :], fk[..., rows, :], v[..., rows, :]
+        local = np.tril(fq_c @ np.swapaxes(fk_c, -1, -2))  # (..., c, c): the chunk's own keys j <= i
+        numerator[..., rows, :] = fq_c @ state + local @ v_c
+        denominator[..., rows, :] = fq_c @ total + local.sum(axis=-1, keepdims=True)
+        state = state + np.swapaxes(fk_c, -1, -2) @ v_c
+        total = total + np.sum(fk_c, axis=-2)[..., :, None]
     return numerator, denominator

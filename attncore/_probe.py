@@ -214,22 +214,23 @@ def _probe_tokens(n, d, scheme, special_tokens, rng):
 
 def _probe_layer(x, rng, h, d_ff, scheme, normalize, causal, urpe, shaw_clip):
     """One post-LN layer with fresh random weights: multi-head attention with the position
-    terms of ``scheme``, then the FFN, each with a residual and a LayerNorm.  ``(t, d) -> (t, d)``."""
-    t, d = x.shape
+    terms of ``scheme``, then the FFN, each with a residual and a LayerNorm.  ``(n, d) -> (n, d)``,
+    ``n`` the tokens the layer sees (with [CLS] and [SEP] if any)."""
+    n, d = x.shape
     w_q, w_k, w_v, w_o = rng.standard_normal((4, d, d)) / np.sqrt(d)
     b_q, b_k, b_v, b_o = 0.1 * rng.standard_normal((4, d))
     w1 = rng.standard_normal((d, d_ff)) / np.sqrt(d)
     w2 = rng.standard_normal((d_ff, d)) / np.sqrt(d_ff)
     b1, b2 = 0.1 * rng.standard_normal(d_ff), 0.1 * rng.standard_normal(d)
-    q, k, v = (split_heads(linear(x, w, b), h) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))  # (h, t, dk)
-    mask = causal_mask(t) if causal else None
+    q, k, v = (split_heads(linear(x, w, b), h) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))  # (h, n, dk)
+    mask = causal_mask(n) if causal else None
     if scheme == "shaw":
-        heads = _shaw_heads(q, k, v, rng, shaw_clip, mask, normalize)  # (h, t, dk)
+        heads = _shaw_heads(q, k, v, rng, shaw_clip, mask, normalize)  # (h, n, dk)
     else:
         q, k, bias, reweight = _position_terms(q, k, rng, scheme, causal, urpe)
-        heads = attention(q, k, v, mask=mask, bias=bias, normalize=normalize, reweight=reweight)  # (h, t, dk)
-    x = layer_norm(x + linear(merge_heads(heads), w_o, b_o))  # (t, d)
-    return layer_norm(x + ffn(x, w1, b1, w2, b2))  # (t, d)
+        heads = attention(q, k, v, mask=mask, bias=bias, normalize=normalize, reweight=reweight)  # (h, n, dk)
+    x = layer_norm(x + linear(merge_heads(heads), w_o, b_o))  # (n, d)
+    return layer_norm(x + ffn(x, w1, b1, w2, b2))  # (n, d)
 
 
 def _position_terms(q, k, rng, scheme, causal, urpe):
@@ -349,13 +350,22 @@ def linear_readout(
         raise TypeError(f"rcond must be a real number or None, got {type(rcond).__name__}")
     if not (np.isfinite(rcond) and 0 < rcond < 1):
         raise ValueError(f"rcond must be a number in (0, 1), got {rcond}")
-    fc = f - f.mean(axis=0)  # (n, d)
-    yc = y - y.mean()  # (n,)
-    u, sv, vt = np.linalg.svd(fc, full_matrices=False)  # (n, r), (r,), (r, d)
-    scale = np.linalg.norm(f, 2) if f.size else 0.0
-    keep = sv > rcond * scale
-    pred = u[:, keep] @ (u[:, keep].T @ yc) + y.mean()  # (n,)
+    centre, w, mean = _affine_fit(f, y, rcond)
+    pred = (f - centre) @ w + mean  # (n,)
     return pred, float(np.mean((pred - y) ** 2))
+
+
+def _affine_fit(features, targets, rcond=None):
+    """The least-squares affine readout of ``targets`` (n,) from ``features`` (n, d), both float64,
+    as ``(centre, w, mean)``: a row ``f`` reads ``(f - centre) @ w + mean``.  Directions of the
+    centred features with a singular value at most ``rcond * ||features||_2`` are cut
+    (:func:`linear_readout`, Notes); ``rcond`` is ``max(n, d) * eps`` by default."""
+    rcond = max(features.shape) * np.finfo(np.float64).eps if rcond is None else rcond
+    centre, mean = features.mean(axis=0), targets.mean()  # (d,), (): the means the intercept absorbs
+    u, sv, vt = np.linalg.svd(features - centre, full_matrices=False)  # (n, r), (r,), (r, d)
+    keep = sv > rcond * (np.linalg.norm(features, 2) if features.size else 0.0)  # above rounding
+    w = vt[keep].T @ ((u[:, keep].T @ (targets - mean)) / sv[keep])  # (d,): pseudo-inverse V S^-1 U^T
+    return centre, w, mean
 
 
 def probe_floor(n: int) -> float:
@@ -516,8 +526,8 @@ def heldout_readout(features: ArrayLike, targets: ArrayLike, train: ArrayLike) -
 
     Notes
     -----
-    The readout is :func:`linear_readout` (least squares with its rounding
-    cut-off) on the training rows.  Scored on the rows it was fitted on, an
+    The readout is that of :func:`linear_readout` (least squares with its
+    rounding cut-off, the same private fit) on the training rows.  Scored on the rows it was fitted on, an
     affine readout of ``d + 1 >= n`` parameters fits *any* ``n`` distinct
     states exactly, noise included; scored on held-out rows it succeeds only
     if the states carry a position code that the training positions
@@ -534,20 +544,16 @@ def heldout_readout(features: ArrayLike, targets: ArrayLike, train: ArrayLike) -
     >>> bool(mse < 1e-20 and base == 6.0)
     True
     """
-    f = as_float_array(features, "features", ("n", "d")).astype(np.float64, copy=False)
-    y = as_float_array(targets, "targets", (f.shape[0],), match=("features", f)).astype(np.float64, copy=False)
-    t = np.asarray(train)
-    if t.dtype != np.bool_:
+    features = as_float_array(features, "features", ("n", "d")).astype(np.float64, copy=False)
+    targets = as_float_array(targets, "targets", (features.shape[0],), match=("features", features))
+    targets = targets.astype(np.float64, copy=False)
+    if np.asarray(train).dtype != np.bool_:
         raise TypeError(f"train must be a boolean array, got {describe(train)}")
-    if t.shape != y.shape:
-        raise ValueError(f"train must have shape {y.shape} like targets, got {t.shape}")
-    if t.all() or not t.any():
+    train = np.asarray(train)
+    if train.shape != targets.shape:
+        raise ValueError(f"train must have shape {targets.shape} like targets, got {train.shape}")
+    if train.all() or not train.any():
         raise ValueError("train must select at least one position and hold out at least one")
-    fit = f[t]  # (n_train, d)
-    centre = fit.mean(axis=0)  # (d,)
-    u, sv, vt = np.linalg.svd(fit - centre, full_matrices=False)
-    keep = sv > max(fit.shape) * np.finfo(np.float64).eps * (np.linalg.norm(fit, 2) if fit.size else 0.0)
-    mean = y[t].mean()
-    w = vt[keep].T @ ((u[:, keep].T @ (y[t] - mean)) / sv[keep])  # (d,)
-    pred = (f[~t] - centre) @ w + mean  # (n_test,)
-    return float(np.mean((pred - y[~t]) ** 2)), float(np.mean((mean - y[~t]) ** 2))
+    centre, w, mean = _affine_fit(features[train], targets[train])  # fitted on the training rows
+    pred = (features[~train] - centre) @ w + mean  # (n_test,): read on the held-out rows
+    return float(np.mean((pred - targets[~train]) ** 2)), float(np.mean((mean - targets[~train]) ** 2))

@@ -168,22 +168,29 @@ def shaw_attention(
     rel_k = as_float_array(rel_k, "rel_k", (n, m, q.shape[-1]), match=("q and k", q))
     rel_v = as_float_array(rel_v, "rel_v", (n, m, v.shape[-1]), match=("q and v", v))
     check_choice(normalize, "normalize", NORMALIZERS)
-    # The relative scores join q . k in attention's score dtype (float16 computed in float32).
-    work = compute_dtype(q, k)
+    score_dtype = compute_dtype(q, k)  # the dtype of attention's scores (float16 computed in float32)
     if scale is None:
         if q.shape[-1] == 0:
             raise ValueError(f"q has width k = 0 (shape {q.shape}): the default scale 1/sqrt(k) is undefined")
         scale = 1.0 / np.sqrt(q.shape[-1])
     else:
-        scale = float(check_real(scale, "scale", work))
+        scale = float(check_real(scale, "scale", score_dtype))
+    rel_scores = _relative_scores(q, rel_k, scale, score_dtype)  # (..., n, m): s q_i . a^K_ij
+    # e_ij = s q_i . k_j + s q_i . a^K_ij: the relative scores join attention's as a bias
+    weights = attention_weights(q, k, mask=mask, bias=rel_scores, scale=scale, normalize=normalize)  # (..., n, m)
+    return weights @ v + np.einsum("...nm,nmv->...nv", weights, rel_v)  # (..., n, v): sum_j alpha_ij (v_j + a^V_ij)
+
+
+def _relative_scores(q, rel_k, scale, dtype):
+    """The relative scores ``scale * q_i . rel_k[i, j]``, ``(..., n, m)``, computed in ``dtype``;
+    ``ValueError`` if they overflow it (they enter attention as a bias, which must be finite)."""
     with np.errstate(over="ignore"):
-        rel_scores = work.type(scale) * np.einsum(
-            "...nk,nmk->...nm", q.astype(work, copy=False), rel_k.astype(work, copy=False)
+        rel_scores = dtype.type(scale) * np.einsum(
+            "...nk,nmk->...nm", q.astype(dtype, copy=False), rel_k.astype(dtype, copy=False)
         )  # (..., n, m)
     if not np.all(np.isfinite(rel_scores)):
         raise ValueError(
-            f"scale * q . rel_k (the relative scores) overflows {work} (scale {scale:g}, q {q.shape}, "
+            f"scale * q . rel_k (the relative scores) overflows {dtype} (scale {scale:g}, q {q.shape}, "
             f"rel_k {rel_k.shape}); scale them down"
         )
-    weights = attention_weights(q, k, mask=mask, bias=rel_scores, scale=scale, normalize=normalize)
-    return weights @ v + np.einsum("...nm,nmv->...nv", weights, rel_v)  # (..., n, v)
+    return rel_scores

@@ -113,21 +113,28 @@ def softmax(
         return _softmax(z, axis, temperature).astype(x_dtype, copy=False)
 
 
-def _softmax(z, axis=-1, temperature=1.0):
-    """``exp((z - max z) / T)`` over its sum along ``axis``, computed in place in ``z``.
+def _softmax(x, axis=-1, temperature=1.0):
+    """The softmax of ``x`` along ``axis`` at temperature ``T``, computed in place in ``x``:
+    :func:`_shifted_exp` over its sum, which is at least 1 (0 for a slice of only ``-inf``)."""
+    e = _shifted_exp(x, axis, temperature)  # exp((x - c) / temperature), c the maximum
+    total = np.sum(e, axis=axis, keepdims=True)  # >= 1, or 0 for a slice with nothing allowed
+    e /= np.where(total > 0, total, 1)
+    return e
 
-    Subtracting the maximum makes every exponent ``<= 0``; the largest term is
-    ``exp(0) = 1``, so the sum is at least 1.  A slice of only ``-inf`` (every
-    entry masked) has no maximum: it is shifted by 0 instead, and its weights are 0.
+
+def _shifted_exp(x, axis=-1, temperature=1.0):
+    """``exp((x - c) / T)`` with ``c = max x`` along ``axis``, computed in place in ``x``.
+
+    Subtracting the maximum makes every exponent ``<= 0``, and dividing by ``T > 0``
+    keeps them so; the largest term is ``exp(0) = 1``.  A slice of only ``-inf``
+    (every entry masked) has no maximum: it is shifted by 0 instead, and its terms
+    are 0.  The softmax and :func:`attncore.attention` both start with this step.
     """
-    top = np.max(z, axis=axis, keepdims=True, initial=-np.inf)
-    z -= np.where(np.isfinite(top), top, 0)  # every exponent <= 0
+    c = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    x -= np.where(np.isfinite(c), c, 0)  # every exponent <= 0
     if temperature != 1.0:
-        z /= temperature
-    np.exp(z, out=z)
-    total = np.sum(z, axis=axis, keepdims=True)  # >= 1, or 0 for a slice with nothing allowed
-    z /= np.where(total > 0, total, 1)
-    return z
+        x /= temperature  # temperature > 0: still <= 0
+    return np.exp(x, out=x)  # the largest is exp(0) = 1
 
 
 #: The row normalisations of attention scores, by name (see :func:`attncore.attention_weights`).
