@@ -14,6 +14,10 @@
   ``attncore._cost.STAGES``) finds the one documented attncore object it names.
 * Each chapter and notebook page ends with links to the attncore functions its
   code uses.
+* The toggle of a folded code cell (myst-nb's ``hide-input``, the notebooks' setup
+  cell) loses its ``aria-label="Toggle hidden content"``: its visible text ("Show code
+  cell source") is then its accessible name, as WCAG's label-in-name rule (axe
+  ``label-content-name-mismatch``) asks.
 """
 
 from __future__ import annotations
@@ -116,7 +120,12 @@ def setup(app):
     # Titles with math appear in every page's navigation: load MathJax on every
     # page, not only on pages whose body has math, or the sidebar shows raw TeX.
     app.set_html_assets_policy("always")
+    def toggle_names(app, pagename, templatename, context, doctree):
+        if "body" in context:
+            context["body"] = context["body"].replace('<summary aria-label="Toggle hidden content">', "<summary>")
+
     app.connect("html-page-context", dedupe_scripts, priority=900)
+    app.connect("html-page-context", toggle_names, priority=900)
     app.connect("missing-reference", resolve_short_names)
     app.add_transform(LinkAttncoreNames)
     app.add_transform(ListAttncoreUsed)
