@@ -81,8 +81,11 @@ table { font-size: 8.5pt; }
 PREPARE_JS = """
 (front) => {
   document.querySelectorAll('details').forEach(d => d.open = true);
+  // each document's top <section>, remembered with its <span id="document-NAME">: the span's id
+  // is unique, while a section's id is its title's slug, which two documents may share
+  const spans = new Map();
   const docs = Array.from(document.querySelectorAll('span[id^="document-"]'))
-    .map(span => span.nextElementSibling)
+    .map(span => { const s = span.nextElementSibling; if (s) spans.set(s, span.id); return s; })
     .filter(s => s && s.tagName === 'SECTION');
   const heading = s => s.querySelector('h1, h2, h3, h4, h5, h6');
   const levels = docs.map(s => heading(s) ? Number(heading(s).tagName[1]) : 9);
@@ -102,7 +105,12 @@ PREPARE_JS = """
     const li = document.createElement('li');
     li.className = levels[i] === top ? 'l1' : 'l2';
     const a = document.createElement('a');
-    a.href = '#' + s.id;
+    // the target sits inside the section, after its page break (the span before it would land on
+    // the previous page), with an id of its own
+    const target = document.createElement('a');
+    target.id = 'ap-' + spans.get(s);
+    s.prepend(target);
+    a.href = '#' + target.id;
     // the heading as typeset (MathJax's output included), not its text, which loses the math
     a.innerHTML = h.innerHTML;
     a.querySelectorAll('.headerlink').forEach(e => e.remove());

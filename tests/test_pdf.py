@@ -149,9 +149,9 @@ def test_pdf_has_contents_and_every_chapter(pdf):
     titles = chapter_titles()
     assert len(titles) >= 5, titles
     # the table of contents: one of the first pages lists every chapter and appendix
-    contents = [squash(page) for page in pages[:4]]
-    assert any(all(squash(t) in page for t in titles) for page in contents), (
-        f"no table of contents listing {titles} on the first pages"
+    contents = squash(" ".join(pages[:6]))  # the contents may run over several pages
+    assert all(squash(t) in contents for t in titles), (
+        f"no table of contents listing {[t for t in titles if squash(t) not in contents]} on the first pages"
     )
     assert reader.outline, "the PDF has no outline (bookmarks)"
     text = squash("\n".join(pages))
