@@ -314,7 +314,7 @@ def _scores(q, k, mask, bias, first=None):
     scores = q @ np.swapaxes(k, -1, -2)  # (..., n, m)
     if bias is not None:
         scores = scores + bias
-    _check_scores(scores, mask, bias, first)  # ValueError if a score a query may attend overflowed
+    _check_scores(scores, q, k, mask, bias, first)  # ValueError if a score a query may attend overflowed
     if mask is not None:
         np.copyto(scores, -np.inf, where=~mask)  # a key a query may not attend: weight exp(-inf) = 0
     if first is not None:  # causal: only the keys first: can come after a query first + r
@@ -331,19 +331,26 @@ def _weights(scores, normalize, m):
     if normalize == "none":
         return np.exp(scores, out=scores), 1  # no denominator, so no shift either
     e = _shifted_exp(scores)  # exp(s - max s) row by row, as in the softmax: the largest is 1
-    total = np.sum(e, axis=-1, keepdims=True) if normalize == "softmax" else np.sqrt(np.sum(e * e, axis=-1, keepdims=True))
+    if normalize == "softmax":
+        total = e @ np.ones((e.shape[-1], 1), e.dtype)  # (..., n, 1): the row sums, as a product (BLAS)
+    else:
+        total = np.sqrt(np.sum(e * e, axis=-1, keepdims=True))  # l2: the row norms
     return e, np.where(total > 0, total, 1)  # softmax: sum >= 1; l2: norm >= 1; 0 only for an empty row
 
 
-def _check_scores(scores, mask, bias, first):
+def _check_scores(scores, q, k, mask, bias, first):
     """Raise ``ValueError`` if a score that a query may attend overflowed (``+-inf`` or NaN).
 
-    Two reductions decide the usual case; only then is every entry looked at,
-    since ``-inf`` in ``bias`` and the entries ``mask`` and ``first`` (causal, as
-    in :func:`_scores`) remove may be anything.  A removed entry that is NaN
-    (an overflow plus a bias of ``-inf``) becomes ``-inf``.
+    Usually a bound decides it without looking at the scores: with no bias,
+    ``|q_i . k_j| <= k max|q| max|k|`` (``k`` features), and below half the
+    largest number of the dtype no score can overflow, rounding included.
+    Otherwise two reductions over the scores decide the usual case, and only
+    then is every entry looked at, since ``-inf`` in ``bias`` and the entries
+    ``mask`` and ``first`` (causal, as in :func:`_scores`) remove may be
+    anything.  A removed entry that is NaN (an overflow plus a bias of
+    ``-inf``) becomes ``-inf``.
     """
-    if _all_finite(scores):
+    if bias is None and _score_bound(q, k) < np.finfo(scores.dtype).max / 2 or _all_finite(scores):
         return
     bad = ~np.isfinite(scores)
     if bias is not None:
@@ -358,6 +365,13 @@ def _check_scores(scores, mask, bias, first):
             f"scale q, k or bias down{_WIDER if scores.dtype.itemsize < 8 else ''}"
         )
     np.copyto(scores, -np.inf, where=np.isnan(scores))  # an overflow plus a bias of -inf: removed
+
+
+def _score_bound(q, k):
+    """An upper bound on every ``|q_i . k_j|``: ``k max|q| max|k|``, in Python floats (float64),
+    from two reductions of each array (``np.abs`` would copy it)."""
+    q_max, k_max = (max(float(np.max(a, initial=0)), -float(np.min(a, initial=0))) for a in (q, k))
+    return q.shape[-1] * q_max * k_max
 
 
 def _all_finite(a):

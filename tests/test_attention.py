@@ -545,6 +545,33 @@ def test_negative_overflow_without_the_check_is_a_silent_row_of_zeros(monkeypatc
     assert attention(q, k, np.ones((2, 1), np.float32), scale=1.0).tolist() == [[0.0]]
 
 
+@given(seeds, st.integers(1, 8), st.floats(-30, 30))
+def test_the_score_bound_holds(seed, d, log_size):
+    """k max|q| max|k| bounds every |q_i . k_j| (float64 scores of float64 input), so below half
+    the dtype's largest number no score has overflowed and the full check can be skipped."""
+    rng = np.random.default_rng(seed)
+    q, k = rng.normal(size=(3, d)) * 2.0**log_size, rng.normal(size=(4, d))
+    assert np.abs(q @ k.T).max() <= _module()._score_bound(q, k) * (1 + 1e-12)
+
+
+def test_the_full_check_runs_only_where_the_bound_cannot_decide(monkeypatch):
+    """Scores of ordinary size skip the two reductions over the scores; a bias (which may hold -inf)
+    or scores near the dtype's limit take them.  A wrong bound (say with max k instead of max|k|)
+    would skip them for negative keys of any size: the overflow test above rejects that."""
+    module, calls = _module(), []
+    full_check = module._all_finite
+    monkeypatch.setattr(module, "_all_finite", lambda a: calls.append(a.shape) or full_check(a))
+    q, k, v = np.ones((3, 2)), np.ones((4, 2)), np.ones((4, 1))
+    attention(q, k, v)
+    assert calls == [(1, 3, 1)] or calls == [(3, 1)]  # the output's check only, not the scores'
+    calls.clear()
+    attention(q, k, v, bias=np.zeros((3, 4)))
+    assert (3, 4) in calls
+    calls.clear()
+    attention(q * 8e153, k * 8e153, v, scale=1.0)  # q . k = 1.28e308: finite, beyond half the largest
+    assert (3, 4) in calls
+
+
 def test_masked_and_future_scores_may_overflow():
     """A score no query may attend is never used: its overflow is not an error (mask, causal, or a
     bias of -inf), and the answer is that of the remaining keys."""
