@@ -441,8 +441,11 @@ def mutate(monkeypatch, name, old, new):
     the wrong variant a check must reject."""
     import __future__
     import inspect
+    import os
     import textwrap
 
+    if os.environ.get("MUTANT_UNDER_TEST"):  # make mutate: the module's source is mutmut's rewrite
+        pytest.skip("a wrong variant is written into the package's own source, which mutmut has replaced")
     module = _module()
     source = textwrap.dedent(inspect.getsource(getattr(module, name)))
     assert source.count(old) == 1, (name, old)
