@@ -61,13 +61,13 @@ book: $(STAMP)
 	$(BIN)/python scripts/build_book.py
 	$(BIN)/python scripts/build_wheel.py _build/html
 
-# Two pytest runs: first the doctests, unit and property tests and every notebook under nbval,
-# spread over every core (pytest-xdist; --dist loadfile keeps each notebook's cells in one kernel,
-# in order); then the strict book build and the browser checks of the site, which share one build.
+# One pytest run on every core (pytest-xdist): the doctests, unit and property tests, every
+# notebook under nbval, the strict book build and the browser checks of the site.  Each worker
+# takes whole files (--dist loadfile: a notebook's cells share one kernel, in order) in the order
+# the root conftest.py sorts them: the book build and the site checks (tests/test_site.py, the
+# longest file) first, so that the other cores run the rest beside it.
 test: lint $(AXE)
-	$(BIN)/python -m pytest -n auto --dist loadfile \
-	  --ignore=tests/test_book.py --ignore=tests/test_site.py --ignore=tests/test_pdf.py
-	$(BIN)/python -m pytest tests/test_book.py tests/test_site.py
+	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder --ignore=tests/test_pdf.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -88,7 +88,7 @@ FAST_OPTS := -o addopts="--doctest-modules --strict-markers -ra -p no:cacheprovi
 
 check: $(STAMP)
 	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest $(FAST_OPTS) attncore tests \
-	  --ignore=tests/test_site.py --ignore=tests/test_book.py --ignore=tests/test_portable.py
+	  --ignore=tests/test_site.py --ignore=tests/test_portable.py
 
 # Refreshing stored outputs: `jupyter execute` (nbclient) runs the notebook in place;
 # nbclient records per-cell execution timestamps and its command line has no switch to

@@ -16,17 +16,30 @@ def _is_nbval_cell(item) -> bool:
     return type(item).__name__ == "IPyNbCell" and hasattr(item, "cell_num")
 
 
-def pytest_collection_modifyitems(items):
-    """Compare stored figures too: nbval skips PNG outputs unless told otherwise.
+# ---- one pytest run on every core (make test) ---------------------------------------------
 
-    Figures are made byte for byte reproducible (fixed matplotlib metadata and the
-    Agg renderer, see notebooks' stored PNGs), so an edited cell that leaves a stale
-    figure below it fails here. Cells tagged ``nbval-ignore-output`` (timings) are
-    still not compared.
+#: The file that builds the book once (tests/conftest.py's session fixture) and checks what it wrote.
+BOOK_FILE = "test_site.py"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Compare stored figures, and put the book build first for the run on every core.
+
+    nbval skips PNG outputs unless told otherwise. Figures are made byte for byte
+    reproducible (fixed matplotlib metadata and the Agg renderer, see notebooks' stored
+    PNGs), so an edited cell that leaves a stale figure below it fails here. Cells tagged
+    ``nbval-ignore-output`` (timings) are still not compared.
+
+    ``pytest -n auto --dist loadfile --no-loadscope-reorder`` (make test) gives each worker
+    whole files in collection order (a notebook's cells share one kernel, in order). The book
+    build and the site checks are the longest file (about five minutes on one core): first,
+    the other workers run everything else beside it.
     """
     for item in items:
         if _is_nbval_cell(item):
             item.parent.skip_compare = tuple(k for k in item.parent.skip_compare if k != "image/png")
+    items.sort(key=lambda item: Path(str(item.fspath)).name != BOOK_FILE)  # stable: the order within
 
 
 def reader_location(item) -> str:

@@ -27,7 +27,7 @@ To regenerate (after adding a name below, or when the pinned numpy changes):
 
 ``--check`` reads the checkout's doc/source and numpy/typing sources and fails
 if a name is not documented on the page given here.  This table was checked
-against numpy's tag v2.4.6.  tests/test_book.py checks the written file.
+against numpy's tag v2.4.6.  tests/test_site.py checks the written file.
 """
 
 import argparse

@@ -8,7 +8,7 @@
   documentation, and every numpy name the annotations use has an entry (else
   the strict book build fails on an unresolved reference).
 
-The built API page is checked in tests/test_book.py.
+The built API page is checked in tests/test_site.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
-"""What a reader of the website sees, checked on the built site.
+"""The website builds with zero warnings, and what a reader sees, checked on the built site.
 
-Two kinds of checks over every HTML page of ``_build/html``:
+The book is built once per session (the fixture ``book_build``): strictly, its API page
+linking to numpy, the evidence appendix showing the mutation results, the footer the
+edition's year, the claims ledger's pages as the ledger says.  Then two kinds of checks
+over every HTML page of ``_build/html``:
 
 * static (Python's html.parser, no browser): every internal link and anchor
   resolves, every image has alt text, no page loads a script, style, font or
@@ -31,6 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "book" / "_ext"))  # the claims ledger extension, for the built ledger pages
 from build_pdf import chromium_path  # noqa: E402  (the one place that finds the browser)
 pytestmark = pytest.mark.book
 
@@ -98,6 +102,81 @@ def site(book_build):
         pytest.fail("the book did not build; see test_book_builds_without_warnings")
     return book_build.html
 
+
+# ---- the build -----------------------------------------------------------------
+# The session fixture ``book_build`` (tests/conftest.py) runs scripts/build_book.py, the same
+# command as `make book`: jupyter-book with -W (warnings are errors), -n (every reference must
+# resolve) and --keep-going, showing the notebooks' stored outputs (nbval checks them; the build
+# does not execute the notebooks).
+
+def test_book_builds_without_warnings(book_build):
+    tail = "\n".join(book_build.output.splitlines()[-40:])
+    assert book_build.returncode == 0, tail
+    assert (book_build.html / "index.html").is_file()
+
+
+def test_api_signatures_link_to_numpy(book_build):
+    """The type hints of the API page link to numpy's documentation (book/_intersphinx/numpy.inv).
+
+    Every signature of a public function that names a numpy type (``ArrayLike``,
+    ``np.ndarray``, ``np.random.Generator``, ...) holds a link into
+    https://numpy.org/doc/2.4/; the numpy names in the docstrings' prose
+    (``:func:`numpy.einsum```) link there too.
+    """
+    import re
+
+    import attncore
+
+    assert book_build.returncode == 0
+    page = "\n".join(p.read_text() for p in sorted((book_build.html / "book" / "appendix").glob("api*.html")))
+    signatures = dict(re.findall(r'<dt class="sig sig-object py" id="attncore\.(\w+)">(.*?)</dt>', page, re.S))
+    numpy_typed = [
+        name for name in attncore.__all__
+        if callable(getattr(attncore, name)) and re.search(
+            r"\b(ArrayLike|DTypeLike|np\.)", " ".join(map(str, getattr(attncore, name).__annotations__.values())))
+    ]
+    assert len(numpy_typed) >= 45
+    unlinked = [name for name in numpy_typed if "https://numpy.org/doc/2.4/" not in signatures.get(name, "")]
+    assert not unlinked, f"signatures without a numpy link: {unlinked}"
+    for target in ("reference/generated/numpy.einsum.html#numpy.einsum",
+                   "reference/typing.html#numpy.typing.ArrayLike",
+                   "reference/random/generator.html#numpy.random.Generator"):
+        assert f'href="https://numpy.org/doc/2.4/{target}"' in page, target
+
+
+def test_evidence_page_shows_the_mutation_results(book_build):
+    """The appendix "How strong is the evidence" renders bench/mutation.md: the score, the table of
+    modules and the survivors' diffs, not a code block holding the include directive (a stray
+    code fence left over from an edit once swallowed the whole Results section)."""
+    import json
+    import re
+    from pathlib import Path
+
+    assert book_build.returncode == 0
+    page = (book_build.html / "book" / "appendix" / "evidence_strength.html").read_text()
+    assert "{include}" not in page and "../../bench/mutation.md" not in page
+    results = json.loads((Path(__file__).resolve().parent.parent / "bench" / "mutation.json").read_text())
+    assert re.search(r"<strong>Score: [\d.]+%</strong>", page)
+    rows = re.findall(r"<td[^>]*><p><code[^>]*><span class=\"pre\">(_\w+)</span></code>", page)
+    assert set(results["modules"]) <= set(rows), sorted(set(results["modules"]) - set(rows))
+
+
+def test_footer_shows_the_editions_copyright_year(book_build):
+    """Sphinx replaces the copyright year by SOURCE_DATE_EPOCH's (the Makefile fixes it for
+    reproducible files): the footer must show _config.yml's year, not 1970 (epoch 0)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    assert book_build.returncode == 0
+    year = str(yaml.safe_load((Path(__file__).parent.parent / "_config.yml").read_text())["copyright"])
+    footer = re.search(r"(?:©|&copy;|&#169;)\s*Copyright\s*(\d{4})", (book_build.html / "book" / "index.html").read_text())
+    assert footer, "no copyright line in the footer of book/index.html"
+    assert footer.group(1) == year, f"the footer says {footer.group(1)}, _config.yml says {year}"
+
+
+# ---- static checks of every page -----------------------------------------------
 
 def is_external(url: str) -> bool:
     return bool(urlparse(url).scheme in ("http", "https") or url.startswith("//"))
@@ -205,6 +284,33 @@ def links_to_in_article(site: Path, page: str, target: str) -> bool:
         for href in parser.links if not is_external(href)
     )
 
+
+
+# ---- the claims ledger as built ---------------------------------------------------
+
+
+def test_built_pages_name_no_source_file(site):
+    """Readers never see the file names of the source documents' copies."""
+    from claims_ledger import SOURCE_FILE
+
+    found = [f"{p.relative_to(site)}: {m.group(0)}" for p in site.rglob("*.html")
+             for m in SOURCE_FILE.finditer(p.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+
+
+def test_built_errata_page_lists_every_row(site):
+    """Every correction of the ledger is on the errata page, linked to its row."""
+    import re
+
+    from claims_ledger import errata_rows, errata_source, load_ledger
+
+    rows = errata_rows(load_ledger(ROOT))
+    text = (site / "book" / "appendix" / "errata.html").read_text(encoding="utf-8")
+    linked = set(re.findall(r'href="claims_\w+\.html#claim-([\w-]+)"', text))
+    missing = [c["id"] for c in rows if c["id"] not in linked]
+    assert not missing, missing
+    sources = {errata_source(c) for c in rows}
+    assert f"{len(rows)} corrections from {len(sources)} sources" in text
 
 # ---- in a real browser ---------------------------------------------------------
 
