@@ -291,7 +291,7 @@ def attention(
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is found and named below
         for start in range(0, n, BLOCK_ROWS):
             rows = slice(start, min(start + BLOCK_ROWS, n))  # a block of query rows
-            keys = slice(0, min(rows.stop, m) if causal else m)  # causal: no key after the block's last query
+            keys = slice(0, min(rows.stop, m) if causal else m)  # causal: no key after the block's last query (nor m)
             blocks = [None if a is None else _block(a, rows, keys) for a in (mask, bias, reweight)]  # (rows, keys)
             out[..., rows, :] = _attention_rows(q[..., rows, :], k[..., keys, :], v[..., keys, :], *blocks,
                                                 normalize, m, first=start if causal else None)
@@ -304,22 +304,22 @@ def _attention_rows(q, k, v, mask, bias, reweight, normalize, m, first=None):
     numerators, denominators = _weights(_scores(q, k, mask, bias, first), normalize, m)  # (..., b, keys)
     if reweight is not None:
         numerators *= reweight
-    return numerators @ v / denominators  # (..., b, v): divide the v numbers of a row, not its m weights
+    return (numerators @ v) / denominators  # (..., b, v): divide the d_v numbers of a row, not its weights
 
 
 def _scores(q, k, mask, bias, first=None):
     """The scores ``q k^T + bias`` (``q`` already scaled), ``-inf`` where a query may not
     attend a key: ``mask`` False, and with ``first`` (causal, query rows ``first:``) every
     key after the query."""
-    scores = q @ np.swapaxes(k, -1, -2)  # (..., n, m)
+    scores = q @ np.swapaxes(k, -1, -2)  # (..., b, keys): one block of query rows
     if bias is not None:
         scores = scores + bias
-    _check_scores(scores, q, k, mask, bias, first)  # ValueError if a score a query may attend overflowed
+    _check_scores(scores, q, k, mask, bias, first)  # ValueError if an allowed score overflowed (a removed NaN -> -inf)
     if mask is not None:
         np.copyto(scores, -np.inf, where=~mask)  # a key a query may not attend: weight exp(-inf) = 0
-    if first is not None:  # causal: only the keys first: can come after a query first + r
-        square = scores[..., first:]  # (..., n, m - first), a view: row r is query first + r, column c key first + c
-        np.copyto(square, -np.inf, where=np.triu(np.ones(square.shape[-2:], bool), 1))  # keys c > r
+    if first is not None:  # causal: keys before `first` precede every query of the block
+        square = scores[..., first:]  # (..., b, keys - first), a view: row r is query first + r, column j key first + j
+        np.copyto(square, -np.inf, where=np.triu(np.ones(square.shape[-2:], bool), 1))  # keys j > r: after the query
     return scores
 
 

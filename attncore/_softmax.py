@@ -117,8 +117,8 @@ def _softmax(x, axis=-1, temperature=1.0):
     """The softmax of ``x`` along ``axis`` at temperature ``T``, computed in place in ``x``:
     :func:`_shifted_exp` over its sum, which is at least 1 (0 for a slice of only ``-inf``)."""
     e = _shifted_exp(x, axis, temperature)  # exp((x - c) / temperature), c the maximum
-    total = np.sum(e, axis=axis, keepdims=True)  # >= 1, or 0 for a slice with nothing allowed
-    e /= np.where(total > 0, total, 1)
+    total = np.sum(e, axis=axis, keepdims=True)  # >= 1, or 0 for a row with nothing allowed
+    e /= np.where(total > 0, total, 1)  # a row with nothing allowed: 0 / 1 = 0
     return e
 
 
@@ -130,8 +130,8 @@ def _shifted_exp(x, axis=-1, temperature=1.0):
     (every entry masked) has no maximum: it is shifted by 0 instead, and its terms
     are 0.  The softmax and :func:`attncore.attention` both start with this step.
     """
-    c = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
-    x -= np.where(np.isfinite(c), c, 0)  # every exponent <= 0
+    c = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # initial: a row of no entries has max -inf
+    x -= np.where(np.isfinite(c), c, 0)  # x - c <= 0; a row of only -inf is shifted by 0 (-inf - -inf is nan)
     if temperature != 1.0:
         x /= temperature  # temperature > 0: still <= 0
     return np.exp(x, out=x)  # the largest is exp(0) = 1
