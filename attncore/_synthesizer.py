@@ -627,10 +627,16 @@ def synthesizer_costs(
 
     Notes
     -----
-    Only trainable parameters are counted (a fixed Random matrix has 0), and a
+    Only trainable weights are counted (a fixed Random matrix has 0), and a
     FLOP is one multiplication or one addition: a product of an ``(n, p)`` and a
-    ``(p, q)`` matrix costs ``2 n p q``.  Biases, relu and the softmax (``O(n^2)``
-    for every variant) are left out of the FLOPs; biases are counted as parameters.
+    ``(p, q)`` matrix costs ``2 n p q``.  Biases are left out for every variant
+    alike, as in the paper's overview of the variants (its Table 1): they would
+    add ``f + n`` to Dense, ``f + a + b`` to Factorized Dense, ``2 k`` to vanilla
+    attention with biased query and key maps and ``v`` to the value map.  Relu and
+    the softmax (``O(n^2)`` for every variant) are left out of the FLOPs.  With
+    ``f = d`` the score parameters of the Synthesizers are the paper's:
+    ``d^2 + d n``, ``n^2``, ``d^2 + d (a + b)`` and ``2 n rank`` (and vanilla
+    attention's ``2 d^2`` when ``k = d``).
 
     Modelling choice for Factorized Dense: the paper says that two maps
     ``F_A`` and ``F_B`` project each token to widths ``a`` and ``b``, and that the
@@ -638,19 +644,19 @@ def synthesizer_costs(
     the hidden layer ``relu(x w1 + b1)`` of width ``f`` and differ only in their
     output layers, ``(f, a)`` and ``(f, b)``: one :func:`attncore.dense_features`
     call with ``e = a + b`` whose columns are split.  Factorized Dense then saves
-    ``(f + 1) (n - a - b)`` parameters over Dense.  Two separate hidden layers
-    would add another ``d f + f``, which is more than the factorisation saves
-    whenever ``d`` is not small against ``n`` (at ``n = 64``, ``d = 512``,
-    ``f = 64``: 66,704 against Dense's 36,992).
+    ``f (n - a - b)`` parameters over Dense.  Two separate hidden layers would add
+    another ``d f``, which is more than the factorisation saves whenever ``d`` is
+    not small against ``n`` (at ``n = 64``, ``d = 512``, ``f = 64``: 66,560
+    against Dense's 36,864).
 
     ==================  ==================================  ==================================
     variant             score parameters                    score FLOPs
     ==================  ==================================  ==================================
     vanilla             ``2 d k``                           ``4 n d k + 2 n^2 k``
-    dense               ``d f + f + f n + n``               ``2 n d f + 2 n f n``
+    dense               ``d f + f n``                       ``2 n d f + 2 n f n``
     random              ``n^2``                             ``0``
     fixed random        ``0``                               ``0``
-    factorized dense    ``d f + f + f (a+b) + a+b``         ``2 n d f + 2 n f (a+b) + n^2``
+    factorized dense    ``d f + f (a+b)``                   ``2 n d f + 2 n f (a+b) + n^2``
     factorized random   ``2 n rank``                        ``2 n^2 rank``
     X + vanilla         sum of the two + 2 logits           sum of the two + ``3 n^2``
     ==================  ==================================  ==================================
@@ -680,11 +686,11 @@ def synthesizer_costs(
     b = n // a
     score = {
         "vanilla": (2 * d * k, 4 * n * d * k + 2 * n * n * k),
-        "dense": (d * f + f + f * n + n, 2 * n * d * f + 2 * n * f * n),
+        "dense": (d * f + f * n, 2 * n * d * f + 2 * n * f * n),  # weights only, no biases
         "random": (n * n, 0),
         "fixed random": (0, 0),
         "factorized dense": (
-            d * f + f + f * (a + b) + (a + b),  # one shared hidden layer, two output layers
+            d * f + f * (a + b),  # one shared hidden layer, two output layers
             2 * n * d * f + 2 * n * f * (a + b) + n * n,
         ),
         "factorized random": (2 * n * rank, 2 * n * n * rank),

@@ -211,10 +211,10 @@ def test_costs_defaults():
     assert synthesizer_costs(16, 4)["factorized random"]["score_params"] == 2 * 16 * 8
     # a defaults to the smallest divisor of n with a^2 >= n: a = b = 4 for n = 16, a = 7, b = 1
     # for the prime 7, a = b = 1 for n = 1; factorized dense holds one shared hidden layer
-    # (d f + f) and two output layers ((f + 1)(a + b))
+    # (d f) and two output layers (f (a + b)), weights only
     d = f = 4
     for n, a, b in [(16, 4, 4), (7, 7, 1), (1, 1, 1)]:
-        assert synthesizer_costs(n, d)["factorized dense"]["score_params"] == d * f + f + (f + 1) * (a + b)
+        assert synthesizer_costs(n, d)["factorized dense"]["score_params"] == d * f + f * (a + b)
 
 
 def test_costs_are_integers_and_accept_all_ones():

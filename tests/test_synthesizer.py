@@ -338,7 +338,8 @@ class CountingOps:
 
     A dot product of length p is counted as p multiplications and p additions
     (accumulating into 0), the convention of ``synthesizer_costs``.  Biases, relu, the
-    1/sqrt(d_k) scale and the softmax are done with numpy and not counted, as documented.
+    1/sqrt(d_k) scale and the softmax are done with numpy and not counted, as documented;
+    ``bias`` makes a bias array that is used but, like every variant's biases, not counted.
     """
 
     def __init__(self):
@@ -347,6 +348,9 @@ class CountingOps:
 
     def param(self, array):
         self.params += array.size
+        return array
+
+    def bias(self, array):
         return array
 
     def matmul(self, left, right):
@@ -381,14 +385,15 @@ def counted_scores(ops, name, x, rng, *, f, k, rank, a):
     b = n // a
 
     def dense(width):
-        w1, b1 = ops.param(rng.normal(size=(d, f))), ops.param(rng.normal(size=f))
-        w2, b2 = ops.param(rng.normal(size=(f, width))), ops.param(rng.normal(size=width))
+        w1, b1 = ops.param(rng.normal(size=(d, f))), ops.bias(rng.normal(size=f))
+        w2, b2 = ops.param(rng.normal(size=(f, width))), ops.bias(rng.normal(size=width))
         return ops.matmul(np.maximum(ops.matmul(x, w1) + b1, 0.0), w2) + b2, (w1, b1, w2, b2)
 
-    if name == "vanilla":
+    if name == "vanilla":  # query and key maps with biases, which are not counted, as Dense's
         wq, wk = ops.param(rng.normal(size=(d, k))), ops.param(rng.normal(size=(d, k)))
-        scores = ops.matmul(ops.matmul(x, wq), ops.matmul(x, wk).T) / math.sqrt(k)
-        return scores, (x @ wq) @ (x @ wk).T / math.sqrt(k)
+        bq, bk = ops.bias(rng.normal(size=k)), ops.bias(rng.normal(size=k))
+        scores = ops.matmul(ops.matmul(x, wq) + bq, (ops.matmul(x, wk) + bk).T) / math.sqrt(k)
+        return scores, (x @ wq + bq) @ (x @ wk + bk).T / math.sqrt(k)
     if name == "dense":
         scores, weights = dense(n)
         return scores, dense_scores(x, weights[0], weights[2], b1=weights[1], b2=weights[3])
@@ -432,6 +437,18 @@ def test_costs_against_counting_arrays(rng):
         out = ops.matmul(softmax(scores), ops.matmul(x, w_v))
         np.testing.assert_allclose(out, synthesizer_attention(x, reference, w_v), rtol=1e-10, atol=1e-12)
         assert (ops.params, ops.flops) == (cost["params"], cost["flops"]), name
+
+
+@pytest.mark.parametrize("n, d, a, rank", [(64, 512, 8, 8), (12, 6, 3, 2), (7, 3, 7, 1)])
+def test_score_parameters_are_the_papers(n, d, a, rank):
+    """With f = d, the score parameters of the paper's overview of the variants (its Table 1):
+    d^2 + d n for Dense, n^2 for Random, d^2 + d (a + b) for Factorized Dense, 2 n k for
+    Factorized Random (its k is our rank), no biases; and 2 d^2 for vanilla attention at k = d."""
+    b = n // a
+    paper = {"vanilla": 2 * d**2, "dense": d**2 + d * n, "random": n**2, "fixed random": 0,
+             "factorized dense": d**2 + d * (a + b), "factorized random": 2 * n * rank}
+    costs = synthesizer_costs(n, d, k=d, f=d, a=a, rank=rank)
+    assert {name: costs[name]["score_params"] for name in paper} == paper
 
 
 def test_costs_default_factor_width():
