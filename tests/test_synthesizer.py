@@ -151,6 +151,26 @@ def test_tile_and_repeat_differ(rng):
     assert not np.allclose(tile, repeat)
 
 
+@pytest.mark.parametrize("ab", [(2, 3), (3, 2), (4, 4), (3, 5), (2, 8), (4, 6), (8, 8)])
+def test_factorized_dense_rank_is_its_distinct_column_count(rng, ab):
+    """As written, the rank is the number of distinct column pairs, counted from the index
+    formulas (lcm(a, b) tiled, a + b - gcd(a, b) repeated): max(a, b) when one divides the
+    other, full only for coprime tiling; the transposed form has full rank. A claim that the
+    as-written product has rank n at power-of-two lengths fails at (4, 4), (2, 8), (8, 8)."""
+    a, b = ab
+    n = a * b
+    fa, fb = rng.normal(size=(n, a)), rng.normal(size=(n, b))
+    pairs = {"tile": {(j % a, j % b) for j in range(n)}, "repeat": {(j // b, j // a) for j in range(n)}}
+    assert len(pairs["tile"]) == math.lcm(a, b) and len(pairs["repeat"]) == a + b - math.gcd(a, b)
+    for tiling in TILINGS:
+        rank = np.linalg.matrix_rank(factorized_dense_scores(fa, fb, tiling=tiling))
+        assert rank == len(pairs[tiling]), tiling
+        if a % b == 0 or b % a == 0:
+            assert rank == max(a, b) < n
+        transposed = factorized_dense_scores(fa, fb, tiling=tiling, form="transposed")
+        assert np.linalg.matrix_rank(transposed) == n
+
+
 def test_factorized_dense_shapes_and_batch(rng):
     fa, fb = rng.normal(size=(2, 3, 6, 2)), rng.normal(size=(6, 3))
     assert factorized_dense_scores(fa, fb).shape == (2, 3, 6, 6)
