@@ -381,9 +381,9 @@ def _all_finite(a):
 
 
 def _block(a, rows, keys):
-    """The block ``(rows, keys)`` of an array that broadcasts to ``(..., n, m)``
-    (an axis of length 1 broadcasts and is not sliced)."""
-    return a[..., rows if a.shape[-2] > 1 else slice(None), keys if a.shape[-1] > 1 else slice(None)]
+    """The block ``(rows, keys)`` of an array that broadcasts to ``(..., n, m)``: a row axis of
+    length 1 broadcasts and is not sliced; ``keys`` starts at 0, which a key axis of length 1 keeps."""
+    return a[..., rows if a.shape[-2] > 1 else slice(None), keys]
 
 
 def _finish(result, dtype, what, normalize):
