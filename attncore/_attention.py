@@ -319,8 +319,8 @@ def _scores(q, k, mask, bias, first=None):
         np.copyto(scores, -np.inf, where=~mask)  # a key a query may not attend: weight exp(-inf) = 0
     if first is not None:  # causal: keys before `first` precede every query of the block
         square = scores[..., first:]  # (..., b, keys - first), a view: row r is query first + r, column j key first + j
-        r, j = np.ogrid[:square.shape[-2], :square.shape[-1]]  # (b, 1) query rows, (1, keys - first) key columns
-        np.copyto(square, -np.inf, where=j > r)  # key first + j after query first + r
+        allowed = np.tri(*square.shape[-2:], dtype=bool)  # [r, j]: True where key j <= query r, its lower triangle
+        np.copyto(square, -np.inf, where=~allowed)  # key first + j after query first + r: removed
     return scores
 
 
