@@ -606,8 +606,21 @@ def test_an_output_beyond_the_dtype_is_an_error(normalize):
 
 
 def test_exp_without_a_denominator_beyond_the_dtype_is_an_error():
-    with pytest.raises(ValueError, match='normalize="none"'):
+    """The message names the cause and what overflowed: the weights (there is no output here)."""
+    with pytest.raises(ValueError, match='normalize="none"\\): a weight of attention overflows float64'):
         attention_weights(np.array([[30.0]]), np.array([[30.0]]), normalize="none")  # exp(900)
+
+
+def test_weights_with_an_overflow_under_a_bias_of_minus_inf_raise_no_warning():
+    """A score that overflows where the bias is -inf is masked: inf + -inf is nan, silently made
+    -inf, with no RuntimeWarning from numpy (invalid value) and the remaining key's weight 1."""
+    import warnings
+
+    q, k = np.array([[1e200, 1.0]]), np.array([[1e200, 0.0], [0.0, 1.0]])  # q . k_0 = inf in float64
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weights = attention_weights(q, k, bias=np.array([[-np.inf, 0.0]]), scale=1.0)
+    assert weights.tolist() == [[0.0, 1.0]]
 
 
 @pytest.mark.parametrize("value", [True, False, np.bool_(True), np.array(False)])
