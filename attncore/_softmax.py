@@ -113,7 +113,7 @@ def softmax(
         return _softmax(z, axis, temperature).astype(x_dtype, copy=False)
 
 
-def _softmax(x, axis=-1, temperature=1.0):
+def _softmax(x, axis, temperature):
     """The softmax of ``x`` along ``axis`` at temperature ``T``, computed in place in ``x``:
     :func:`_shifted_exp` over its sum, which is at least 1 (0 for a slice of only ``-inf``)."""
     e = _shifted_exp(x, axis, temperature)  # exp((x - c) / temperature), c the maximum
