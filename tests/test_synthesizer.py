@@ -133,6 +133,26 @@ def test_factorized_random_with_full_rank_reaches_any_matrix(rng):
     assert max(np.linalg.matrix_rank(factorized_random_scores(rng.normal(size=(n, 2)), rng.normal(size=(n, 2)), n)) for _ in range(20)) == 2
 
 
+def test_width_n_minus_1_reaches_any_fixed_map(rng):
+    """Fixed queries of width n - 1 reach softmax(R) (one-layer) and R itself (two-layer, H >= 0)."""
+    n = 6
+    r, ones = rng.normal(size=(n, n)), np.ones(n)
+    u = np.linalg.solve(r.T, ones)
+    shifted = r - np.outer(u / (u @ u), ones)  # 1^T R^{-1} s = 1: rank n - 1, same softmax as R
+    us, ss, vts = np.linalg.svd(shifted)
+    b_thin = factorized_random_scores(us[:, : n - 1] * ss[: n - 1], vts[: n - 1].T, n)
+    np.testing.assert_allclose(softmax(b_thin), softmax(r), atol=1e-12)
+    assert np.abs(b_thin - r).max() > 1e-3  # the scores differ: only the map is reached
+    w = np.linalg.solve(r, ones)
+    b2 = w / (w @ w)  # b2 R^{-1} 1 = 1: R - 1 b2 has rank n - 1
+    ua, sa, vta = np.linalg.svd(r - np.outer(ones, b2))
+    a_part, w2 = ua[:, : n - 1] * sa[: n - 1], vta[: n - 1]
+    t_shift = -a_part.min(axis=0)
+    h = a_part + t_shift  # (n, n - 1), nonnegative, so relu(h I) = h
+    scores = dense_scores(h, np.eye(n - 1), w2, b2=b2 - t_shift @ w2)
+    np.testing.assert_allclose(scores, r, atol=1e-10)
+
+
 @pytest.mark.parametrize("tiling", TILINGS)
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("a,b", [(2, 3), (3, 2), (2, 2), (4, 2), (1, 5)])
