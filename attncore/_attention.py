@@ -284,7 +284,7 @@ def attention(
         reweight = as_float_array(reweight, "reweight")
         check_broadcastable(reweight, "reweight", shape, "the weights (..., n, m)")
         check_fits(reweight, "reweight", q.dtype)
-        reweight = np.atleast_2d(reweight.astype(compute_dtype(q, v), copy=False))
+        reweight = np.atleast_2d(reweight)  # multiplies the numerators in place, in their dtype
     work, (n, m) = compute_dtype(q, v), shape[-2:]
     q, k, v = (a.astype(work, copy=False) for a in (q, k, v))
     out = np.empty(batch_shape(("q", q, 2), ("k", k, 2), ("v", v, 2)) + (n, v.shape[-1]), dtype=work)
