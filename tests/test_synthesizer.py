@@ -495,3 +495,21 @@ def test_costs_default_factor_width():
     assert synthesizer_costs(12, 4)["factorized dense"]["score_params"] == synthesizer_costs(12, 4, a=4)["factorized dense"]["score_params"]
     with pytest.raises(ValueError, match="a must divide n = 12"):
         synthesizer_costs(12, 4, a=5)
+
+
+@pytest.mark.parametrize("f", [2, 3])
+def test_factorized_dense_from_one_hidden_layer_has_the_rank_of_its_products(rng, f):
+    """Both factors come from one hidden layer h = relu(x W1 + b1) of width f, so every column of the
+    as-written scores (a product of two affine functions of h, row by row) lies in the span of the
+    f(f+1)/2 products h_p h_q, the f entries h_p and 1: rank at most f(f+1)/2 + f + 1 (6 at f = 2,
+    reached on random weights); Dense's own scores h W2 + b2 have rank at most f + 1. The claim "full rank for
+    coprime tiling" (rank n = 15) holds for free factors only, and fails here."""
+    a, b, n, d = 3, 5, 15, 6
+    x, w1, b1 = rng.normal(size=(n, d)), rng.normal(size=(d, f)), rng.normal(size=f)
+    f_a = dense_features(x, w1, rng.normal(size=(f, a)), b1=b1, b2=rng.normal(size=a))
+    f_b = dense_features(x, w1, rng.normal(size=(f, b)), b1=b1, b2=rng.normal(size=b))
+    bound = f * (f + 1) // 2 + f + 1
+    rank = np.linalg.matrix_rank(factorized_dense_scores(f_a, f_b, tiling="tile"))
+    assert rank <= bound < n and (f != 2 or rank == bound)  # f = 2: exactly 6 of 15, as the chapter says
+    dense = dense_scores(x, w1, rng.normal(size=(f, n)), b1=b1, b2=rng.normal(size=n))
+    assert np.linalg.matrix_rank(dense) == f + 1
