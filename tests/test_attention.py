@@ -643,3 +643,54 @@ def test_one_block_of_scores_exists_at_a_time():
     q, k, v = (rng.normal(size=(n, 16)).astype(np.float32) for _ in range(3))
     _, peak = traced_peak(attention, q, k, v)
     assert peak < 0.2 * n * n * 4, peak / (n * n * 4)
+
+
+def test_a_causal_block_computes_no_key_after_its_last_query(monkeypatch, rng):
+    """Chapter 1's claim, measured: with causal=True, blocks of 256 rows over 600 queries and keys
+    see 256, 512 and 600 keys (without causal, 600 each). Rows of one query at a time, or every key
+    in every block, would give the same numbers and more work: only the key counts tell them apart."""
+    module, seen = _module(), []
+    rows_of = module._attention_rows
+    monkeypatch.setattr(module, "_attention_rows", lambda q, k, *args, **kw: seen.append(k.shape[-2]) or rows_of(q, k, *args, **kw))
+    monkeypatch.setattr(module, "BLOCK_ROWS", 256)
+    q, k, v = rng.normal(size=(600, 4)), rng.normal(size=(600, 4)), rng.normal(size=(600, 2))
+    attention(q, k, v, causal=True)
+    assert seen == [256, 512, 600]
+    seen.clear()
+    attention(q, k, v)
+    assert seen == [600, 600, 600]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_score_bound_counts_the_features_not_the_queries(batched):
+    """One query of k = 4 features, each product |q_i k_i| = max/3: every single product fits, their
+    sum (4/3 of the largest float32) overflows. A bound with the number of queries (1) in place of
+    the number of features would call the scores safe and return a silent row of zeros."""
+    big = np.float32(math.sqrt(np.finfo(np.float32).max / 3))
+    q, k = np.full((1, 4), big, np.float32), np.full((2, 4), -big, np.float32)
+    v = np.ones((2, 1), np.float32)
+    if batched:
+        q, k, v = q[None], k[None], v[None]
+    with pytest.raises(ValueError, match="scores q k\\^T \\* scale \\+ bias overflow float32"):
+        attention(q, k, v, scale=1.0)
+
+
+def test_the_overflow_message_suggests_float64_only_below_float64():
+    """float32 scores that overflow: 'or pass float64 arrays'; float64 ones: no such advice."""
+    for dtype, wider in ((np.float32, True), (np.float64, False)):
+        big = float(np.sqrt(np.finfo(dtype).max)) * 2
+        q, k = np.array([[big, 0.0]], dtype), np.array([[big, 0.0], [big, 1.0]], dtype)
+        with pytest.raises(ValueError) as error:
+            attention(q, k, np.ones((2, 1), dtype), scale=1.0)
+        assert str(error.value).endswith("scale q, k or bias down" + (", or pass float64 arrays" if wider else ""))
+
+
+def test_attention_with_an_overflow_under_a_bias_of_minus_inf_raises_no_warning():
+    """As for attention_weights: inf + -inf is nan, made -inf (masked) without a RuntimeWarning."""
+    import warnings
+
+    q, k = np.array([[1e200, 1.0]]), np.array([[1e200, 0.0], [0.0, 1.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = attention(q, k, np.array([[5.0], [2.0]]), bias=np.array([[-np.inf, 0.0]]), scale=1.0)
+    assert out.tolist() == [[2.0]]
