@@ -22,7 +22,6 @@ def _is_nbval_cell(item) -> bool:
 BOOK_FILE = "test_site.py"
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Compare stored figures, and put the book build first for the run on every core.
 
