@@ -212,9 +212,9 @@ def check_finite(x: np.ndarray, name: str, *, neg_inf: bool = False) -> None:
     """Raise ``ValueError`` if ``x`` holds NaN or ``+-inf`` (``-inf`` allowed with ``neg_inf``)."""
     if neg_inf:
         # NaN < inf is False, so one comparison catches both NaN and +inf.
-        ok = bool(np.all(x < np.inf))
+        ok = bool((x < np.inf).all())
     else:
-        ok = bool(np.all(np.isfinite(x)))
+        ok = bool(np.isfinite(x).all())
     if not ok:
         bad = np.isnan(x) | (x == np.inf) if neg_inf else ~np.isfinite(x)
         count = int(np.count_nonzero(bad))

@@ -18,6 +18,8 @@ functions; a gradient beyond the range of the result's dtype is an error.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -47,9 +49,11 @@ def _result(*pairs):
     """
     out = []
     for name, grad, arg in pairs:
-        with np.errstate(over="ignore"):
-            cast = np.asarray(grad).astype(np.result_type(arg), copy=False)
-        if not np.all(np.isfinite(cast)):
+        cast = np.asarray(grad)
+        if cast.dtype != np.result_type(arg):
+            with np.errstate(over="ignore"):
+                cast = cast.astype(np.result_type(arg))
+        if not np.isfinite(cast).all():
             raise ValueError(f"the gradient {name} overflows {cast.dtype}, the dtype of its argument; scale g down")
         out.append(cast)
     return out[0] if len(out) == 1 else tuple(out)
@@ -626,8 +630,10 @@ def linear_vjp(x: ArrayLike, w: ArrayLike, g: ArrayLike) -> tuple[np.ndarray, np
     work = compute_dtype(x, w, g)
     xw, ww, gw = x.astype(work), w.astype(work), g.astype(work)
     dx = gw @ ww.T  # (..., n, d)
-    dw = _unbroadcast(np.swapaxes(xw, -1, -2) @ gw, w.shape)  # (d, e), summed over the batch axes
-    db = gw.reshape(-1, gw.shape[-1]).sum(axis=0)  # (e,)
+    tokens = math.prod(x.shape[:-1])  # every token of every batch entry, one row each
+    tokens_x, tokens_g = xw.reshape(tokens, w.shape[0]), gw.reshape(tokens, w.shape[1])  # (tokens, d), (tokens, e)
+    dw = tokens_x.T @ tokens_g  # (d, e), summed over the tokens of every batch entry
+    db = tokens_g.sum(axis=0)  # (e,)
     return _result(("dx", dx, x), ("dw", dw, w), ("db", db, w))
 
 

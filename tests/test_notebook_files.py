@@ -222,3 +222,24 @@ def test_cells_are_small_and_explained(path):
         f"{path.name}: {ratio:.2f} words of prose per word of code (at least "
         f"{MIN_PROSE_PER_CODE_WORD}); say before each cell what it shows and why"
     )
+
+
+def test_stored_timings_of_04d_come_from_a_quiet_run():
+    """Notebook 4d says its timing cells store the outputs of a run on a quiet machine.
+
+    On a quiet machine the row-blocked softmax is never much slower than forming the whole matrix
+    (it does the same work in smaller pieces), and both grow like n^2 between 1024 and 4096; a run
+    disturbed by other work breaks one or the other (a stored run once had the blocked variant 2x
+    slower than the full one at n = 4096, and a fitted exponent of 2.31).
+    """
+    nb = json.loads((ROOT / "notebooks" / "04d_cost.ipynb").read_text())
+    printed = "".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code"
+                      for o in c.get("outputs", []) if o.get("output_type") == "stream")
+    rows = {int(m[1]): (float(m[2]), float(m[3])) for m in re.finditer(r"^\s*(\d+)\s+([\d.]+)\s+([\d.]+)\s", printed, re.M)}
+    assert {1024, 2048, 4096} <= set(rows), printed
+    for n in (1024, 2048, 4096):
+        full, blocked = rows[n]
+        assert blocked <= 1.3 * full, (n, full, blocked)
+    exponents = dict(re.findall(r"^(softmax|blocked): time ~ n\^([\d.]+)", printed, re.M))
+    assert set(exponents) == {"softmax", "blocked"}, printed
+    assert all(1.6 <= float(p) <= 2.4 for p in exponents.values()), exponents
