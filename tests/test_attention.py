@@ -605,6 +605,15 @@ def test_an_output_beyond_the_dtype_is_an_error(normalize):
             attention(q, k, v, reweight=np.full((1, 2), 4.0, f32), normalize=normalize)
     # the cause "a score is too large for exp" is named for normalize="none" only: here v overflows
     assert str(error.value).startswith("a score is too large" if normalize == "none" else "the output of attention")
+    assert str(error.value).endswith("or v and reweight down, or pass float64 arrays")
+
+
+def test_an_output_beyond_float64_gets_no_advice_to_widen():
+    """float64 has no wider dtype to suggest: the message ends at 'reweight down'."""
+    q, k, v = np.ones((1, 2)), np.ones((2, 2)), np.full((2, 1), 1e308)
+    with pytest.raises(ValueError, match="output of attention overflows float64") as error:
+        attention(q, k, v, reweight=np.full((1, 2), 4.0))
+    assert str(error.value).endswith("scale the scores (q, k, bias) or v and reweight down")
 
 
 def test_exp_without_a_denominator_beyond_the_dtype_is_an_error():
