@@ -367,8 +367,10 @@ def main():
                     help="with --changed-since: changed functions (as mutmut names them, e.g. x_attention) "
                          "whose mutants are not run now; they count as not run, not with their old verdicts")
     ap.add_argument("--no-run", action="store_true",
-                    help="with --continue or --rerun-survivors: do not start mutmut, merge the results "
-                         "that a stopped run of the same kind left in mutants/")
+                    help="with --modules, --continue or --rerun-survivors: do not start mutmut, merge the "
+                         "results that a stopped run of the same kind left in mutants/")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="with --no-run: the minutes the stopped run ran, recorded with its results")
     ap.add_argument("--max-children", type=int, default=2)
     args = ap.parse_args()
     os.chdir(ROOT)
@@ -404,7 +406,7 @@ def main():
         shutil.rmtree(ROOT / "mutants", ignore_errors=True)
     else:
         mode, touched, names = None, set(), []
-    minutes = None
+    minutes = args.minutes if args.no_run else None
     if mode and (names or mode == "full") and not args.no_run:
         start = time.monotonic()
         # CI=1: the derandomized hypothesis profile of tests/conftest.py, so that a mutant's verdict
