@@ -457,3 +457,13 @@ def test_weights_whose_scores_overflow_to_nan_are_an_error_and_warn_nothing():
         warnings.simplefilter("error")
         with pytest.raises(ValueError, match=r"normaliser of linear attention\) overflows float32"):
             linear_attention_weights(q, k, lambda x: x)
+
+
+@pytest.mark.parametrize("batch", [(), (3,), (2, 3)])
+def test_a_feature_map_with_no_features_is_an_error_with_batch_axes(batch):
+    """D = 0 is read from the last axis of the features, whatever the batch axes in front."""
+    q, k, v = np.ones(batch + (4, 2)), np.ones(batch + (5, 2)), np.ones(batch + (5, 1))
+    empty = lambda z: z[..., :0]  # noqa: E731
+    for call in (lambda: linear_attention(q, k, v, empty), lambda: linear_attention_weights(q, k, empty)):
+        with pytest.raises(ValueError, match=r"feature width D = 0 .*: the feature map must return at least one feature$"):
+            call()
