@@ -183,11 +183,12 @@ def shaw_attention(
 
 def _relative_scores(q, rel_k, scale, dtype):
     """The relative scores ``scale * q_i . rel_k[i, j]``, ``(..., n, m)``, computed in ``dtype``;
-    ``ValueError`` if they overflow it (they enter attention as a bias, which must be finite)."""
-    with np.errstate(over="ignore"):
-        rel_scores = dtype.type(scale) * np.einsum(
-            "...nk,nmk->...nm", q.astype(dtype, copy=False), rel_k.astype(dtype, copy=False)
-        )  # (..., n, m)
+    ``ValueError`` if they overflow it (they enter attention as a bias, which must be finite).
+    Both operands are made contiguous first: einsum sums in another order over a strided
+    array, so the scores would depend, in their last bits, on how the caller's arrays lie in memory."""
+    with np.errstate(over="ignore"):  # an overflow, of the cast or of the sum, is found below
+        q, rel_k = np.ascontiguousarray(q, dtype=dtype), np.ascontiguousarray(rel_k, dtype=dtype)
+        rel_scores = dtype.type(scale) * np.einsum("...nk,nmk->...nm", q, rel_k)  # (..., n, m)
     if not np.all(np.isfinite(rel_scores)):
         raise ValueError(
             f"scale * q . rel_k (the relative scores) overflows {dtype} (scale {scale:g}, q {q.shape}, "

@@ -193,3 +193,15 @@ def test_a_float64_rel_k_beyond_float32_is_an_error_naming_the_relative_scores()
     q = np.ones((3, 4), np.float32)
     with raises_naming(ValueError, "scale * q . rel_k", "float32"):
         shaw_attention(q, q, q, np.full((3, 3, 4), 1e39), np.zeros((3, 3, 4)))
+
+
+def test_shaw_attention_does_not_depend_on_how_its_inputs_lie_in_memory():
+    """A strided q or rel_k gives the same bits as its contiguous copy (einsum sums in another
+    order over a strided operand: without the contiguous copy the last bits differ)."""
+    rng = np.random.default_rng(0)
+    q_wide, k, v = rng.standard_normal((4, 32)), rng.standard_normal((4, 16)), rng.standard_normal((4, 2))
+    rel_k_wide, rel_v = rng.standard_normal((4, 4, 32)), rng.standard_normal((4, 4, 2))
+    q, rel_k = q_wide[:, ::2], rel_k_wide[..., ::2]  # strided views
+    expected = shaw_attention(q.copy(), k, v, rel_k.copy(), rel_v)
+    for args in ((q, rel_k.copy()), (q.copy(), rel_k), (q, rel_k)):
+        assert np.array_equal(shaw_attention(args[0], k, v, args[1], rel_v), expected)
