@@ -146,7 +146,7 @@ def test_api_signatures_link_to_numpy(book_build):
 
 def test_evidence_page_shows_the_mutation_results(book_build):
     """The appendix "How strong is the evidence" renders bench/mutation.md: the score, the table of
-    modules and the survivors' diffs, not a code block holding the include directive (a stray
+    modules, not a code block holding the include directive (a stray
     code fence left over from an edit once swallowed the whole Results section)."""
     import json
     import re
