@@ -53,7 +53,7 @@ SAYS = {
     "integer": r"integer|\bint\b",
     "boolean": r"\bbool(?:ean)?\b|True or False",
     "real": r"real|float|number",
-    "not empty": r"at least one|non-?empty|empty|no entr|\bzero\b|= 0\b|\b0\b",
+    "not empty": r"at least one|non-?empty|empty|no entr|no rows|\bzero\b",
     "at least two": r"at least (?:two|2)|two or more|more than one|>= 2",
     "held out": r"hold(?:s)? out|held out|left out|at least one .*(?:False|out)",
     "undefined": r"undefined|not defined|cannot|can't|no default",
@@ -71,6 +71,7 @@ REMEDIES = {
     "pass": r"pass|use|give|supply|provide|instead|set",
     "wider": r"pass|use|cast|convert|wider|instead",
     "lower": r"lower|reduce|smaller|decrease",
+    "pad": r"pad|truncate|crop|cut|trim",
 }
 
 _SPEC = re.compile(r"(?<![\w\])])\(\s*(?:(?:\.\.\.|[\w+\-*/]+)\s*(?:,\s*(?:\.\.\.|[\w+\-*/]+)\s*)*,?\s*)?\)")
