@@ -44,7 +44,7 @@ SAYS = {
     "missing": r"missing|absent|repeat|duplicate|more than once|exactly once|twice",
     "1-d": r"1-d|1-D|one-dimensional|one axis|1 axis|ndim 1|rank 1|vector",
     "even": r"\beven\b|multiple of 2|divisible by 2",
-    "divisible": r"divisib|divide|multiple of|a \* b = n",
+    "divisible": r"divisib|divide|divisor|multiple of|a \* b = n",
     "square": r"square|\(\.\.\.,\s*(\w),\s*\1\)|\(\s*(\w),\s*\2\)",
     "overflow": r"overflow|too large|beyond the largest|exceeds|not representable|\binf\b",
     "not representable": r"not representable|cannot be represented|rounds to (?:0|zero|inf)|overflow|underflow",
@@ -59,6 +59,7 @@ SAYS = {
     "undefined": r"undefined|not defined|cannot|can't|no default",
     "diverged": r"diverg|blew up|not finite|nan|inf",
     "broadcast": r"broadcast",
+    "masked": r"mask",
     "smallest": r"smallest|minimum|most negative|-9223372036854775808|-2\*\*63",
     "normaliser": r"normali[sz]er|denominator",
     "numerator": r"numerator",
@@ -67,11 +68,11 @@ SAYS = {
 
 #: Remedies, as the phrasings that propose them (regular expressions, any one suffices).
 REMEDIES = {
-    "shrink": r"scale\b.*\bdown|\bdown\b|reduce|smaller|shrink|divide|rescale|lower",
-    "pass": r"pass|use|give|supply|provide|instead|set",
-    "wider": r"pass|use|cast|convert|wider|instead",
-    "lower": r"lower|reduce|smaller|decrease",
-    "pad": r"pad|truncate|crop|cut|trim",
+    "shrink": r"\bdown\b|\b(?:reduce|smaller|shrink|divide|rescale|lower)",
+    "pass": r"\b(?:pass|use|give|supply|provide|instead|set)\b",
+    "wider": r"\b(?:pass|use|cast|convert|instead)\b|\bwider\b",
+    "lower": r"\b(?:lower|reduce|smaller|decrease)",
+    "pad": r"\b(?:pad|truncate|crop|cut|trim)",
 }
 
 _SPEC = re.compile(r"(?<![\w\])])\(\s*(?:(?:\.\.\.|[\w+\-*/]+)\s*(?:,\s*(?:\.\.\.|[\w+\-*/]+)\s*)*,?\s*)?\)")
@@ -99,8 +100,12 @@ def message_of(error) -> str:
     return str(getattr(error, "value", error))
 
 
-def assert_message(error, name=None, *, names=(), shapes=(), dtypes=(), values=(), options=(), says=(), remedy=None):
-    """Assert the facts a message must state (see the module docstring); returns the message."""
+def assert_message(error, name=None, *, names=(), shapes=(), dtypes=(), values=(), options=(), says=(), remedy=None,
+                   no_remedy=None):
+    """Assert the facts a message must state (see the module docstring); returns the message.
+
+    ``no_remedy=(kind, *objects)``: no clause proposes that remedy (e.g. float64 for float64 input).
+    """
     message = message_of(error)
     assert len(message) < MAX_MESSAGE, f"message of {len(message)} characters: {message[:200]}..."
     outside_specs = _SPEC.sub(" ", message)
@@ -126,6 +131,11 @@ def assert_message(error, name=None, *, names=(), shapes=(), dtypes=(), values=(
         clauses = [c for c in _CLAUSES.split(message) if re.search(REMEDIES[kind], c)]
         assert any(all(re.search(_word(o), c) for o in objects) for c in clauses), \
             f"{message!r} proposes no remedy {kind!r} naming {objects}"
+    if no_remedy is not None:
+        kind, *objects = no_remedy
+        clauses = [c for c in _CLAUSES.split(message) if re.search(REMEDIES[kind], c)]
+        assert not any(all(re.search(_word(o), c) for o in objects) for c in clauses), \
+            f"{message!r} proposes the remedy {kind!r} naming {objects}, which does not apply"
     return message
 
 
