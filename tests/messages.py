@@ -22,8 +22,8 @@ them, and a message that drops one (or names the wrong argument, or the wrong sh
   the objects (the arguments to change, or the dtype to pass).
 
 Every message is also shorter than :data:`MAX_MESSAGE` characters (arrays are described, never
-printed whole).  Exact wording is checked only where a page quotes the message
-(``tests/test_chapters.py``).
+printed whole).  No test pins a message's exact words: no chapter or notebook quotes one (a
+page that did would get a test of that quotation beside it).
 """
 
 from __future__ import annotations
