@@ -7,10 +7,11 @@ them, and a message that drops one (or names the wrong argument, or the wrong sh
 
 * ``name``, ``names``: each argument appears as a whole word (``"x"`` is not found in
   ``"xx"`` or in ``"XXxXX"``); a one-letter name is not found inside a shape spec such as
-  ``(..., n, d)``, so ``n`` must be named outside it;
+  ``(..., n, d)``, so ``n`` must be named outside it; ``not_names``: arguments that must not be
+  named (a map that was not used, another argument);
 * ``shapes``: a tuple is an actual shape, found as numpy prints it (``(4,)``, ``(2, 3)``); a
-  string is an expected shape spec or axis label (``"(..., n, d)"``, ``"2n-1"``), found with
-  the spaces ignored;
+  string is an expected shape spec or axis label (``"(..., n, d)"``, ``"2n-1"``); either is
+  found as a whole token, with the spaces inside it ignored;
 * ``dtypes``: each dtype's name appears as a word (``float32``);
 * ``values``: each value appears as a whole token (``5`` is not found in ``15``, ``0.5`` or
   ``5e3``); a string value as a whole word, quoted or not;
@@ -102,8 +103,8 @@ def message_of(error) -> str:
     return str(getattr(error, "value", error))
 
 
-def assert_message(error, name=None, *, names=(), shapes=(), dtypes=(), values=(), options=(), says=(), remedy=None,
-                   no_remedy=None):
+def assert_message(error, name=None, *, names=(), not_names=(), shapes=(), dtypes=(), values=(), options=(), says=(),
+                   remedy=None, no_remedy=None):
     """Assert the facts a message must state (see the module docstring); returns the message.
 
     ``no_remedy=(kind, *objects)``: no clause proposes that remedy (e.g. float64 for float64 input).
@@ -115,10 +116,13 @@ def assert_message(error, name=None, *, names=(), shapes=(), dtypes=(), values=(
         # a plain identifier is looked for outside the shape specs, a compound name as written
         where = outside_specs if re.fullmatch(r"\w+", arg) else message
         assert re.search(_word(arg), where), f"argument {arg!r} not named in {message!r}"
-    squeezed = _squeeze(message)
+    for arg in not_names:
+        assert not re.search(_word(arg), message), f"{arg!r} named in {message!r}"
     for shape in shapes:
         want = _squeeze(str(tuple(shape)) if not isinstance(shape, str) else shape)
-        assert want in squeezed, f"shape {shape!r} not in {message!r}"
+        pattern = r"\s*".join(re.escape(c) for c in want)
+        pattern = (r"(?<!\w)" if re.match(r"\w", want) else r"(?<![\w)])") + pattern + r"(?![\w(])"
+        assert re.search(pattern, message), f"shape {shape!r} not in {message!r}"
     for dtype in dtypes:
         assert re.search(_word(np.dtype(dtype).name), message), f"dtype {np.dtype(dtype).name} not in {message!r}"
     for value in values:
