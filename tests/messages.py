@@ -48,7 +48,7 @@ SAYS = {
     "even": r"\beven\b|multiple of 2|divisible by 2",
     "divisible": r"divisib|divide|divisor|multiple of|a \* b = n",
     "square": r"square|\(\.\.\.,\s*(\w),\s*\1\)|\(\s*(\w),\s*\2\)",
-    "overflow": r"overflow|too large|beyond the largest|exceeds|not representable|\binf\b",
+    "overflow": r"overflow|too (?:large|big)|beyond the largest|exceed|larger than the largest|not representable|\binf\b",
     "not representable": r"not representable|cannot be represented|rounds to (?:0|zero|inf)|overflow|underflow",
     "reciprocal": r"reciprocal|1\s*/",
     "finite": r"NaN|\binf\b|finite",
