@@ -7,6 +7,7 @@ import pytest
 
 from attncore import ffn, multi_head_attention
 from attncore._cost import STAGES, block_flops, matmul_flops
+from messages import raises_message
 
 
 class CountedBlock:
@@ -105,9 +106,9 @@ def test_crossover_of_the_attention_layer():
 
 def test_matmul_flops_and_errors():
     assert matmul_flops(1, 1, 1) == 1
-    with pytest.raises(ValueError, match="divisible"):
+    with raises_message(ValueError, "num_heads", names=["d"], values=[6, 4], says="divisible"):
         block_flops(4, 6, num_heads=4)
-    with pytest.raises(ValueError, match="n must be"):
+    with raises_message(ValueError, "n", values=[1, 0], says="out of range"):
         block_flops(0, 4)
-    with pytest.raises(TypeError, match="d must be an integer"):
+    with raises_message(TypeError, "d", values=[4.0], says="integer"):
         block_flops(4, 4.0)

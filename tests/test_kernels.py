@@ -23,6 +23,7 @@ from attncore._kernels import (
     trig_random_features,
 )
 from strategies import batch_shapes, dtypes, lengths, normal, seeds, tol, widths
+from messages import raises_message
 
 
 def loop_linear_attention(q, k, v, phi, causal):
@@ -332,35 +333,43 @@ def test_causal_mask_lifts_the_rank_bound():
 
 def test_size_limits_raise_instead_of_allocating():
     x = np.zeros((10, 64))
-    with pytest.raises(ValueError, match="max_entries"):
+    with raises_message(ValueError, "max_entries", shapes=[(10, 64)], values=[2**24]):
         taylor_features(x, 4)  # 10 * (1 + 64 + ... + 64^4) > 2^24
-    with pytest.raises(ValueError, match="max_entries"):
+    with raises_message(ValueError, "max_entries", shapes=[(10, 64)], values=[2**24]):
         exp_limit_features(x, 4)  # 10 * 65^4 > 2^24
     assert taylor_features(x, 3).shape == (10, 1 + 64 + 64**2 + 64**3)
-    with pytest.raises(ValueError, match="max_entries"):
+    with raises_message(ValueError, "max_entries", shapes=[(1, 3)], values=[13, 12]):
         taylor_features(np.zeros((1, 3)), 2, max_entries=12)
     assert MAX_FEATURE_ENTRIES == 2**24
 
 
 @pytest.mark.parametrize(
-    "call, error, match",
+    "call, error, name, facts",
     [
-        (lambda: gaussian_features(0, 3, np.random.default_rng()), ValueError, "m must be"),
-        (lambda: gaussian_features(2, 2.5, np.random.default_rng()), TypeError, "d must be an integer"),
-        (lambda: gaussian_features(2, 3, 0), TypeError, "Generator"),
-        (lambda: positive_random_features(np.zeros((2, 3)), np.zeros((4, 2))), ValueError, "omega must have shape"),
-        (lambda: positive_random_features(np.zeros((2, 3)), np.zeros((4, 3)), stabilizer="max"), ValueError, "stabilizer"),
-        (lambda: trig_random_features(np.zeros(3), np.zeros((4, 3))), ValueError, "x must have shape"),
-        (lambda: taylor_features(np.zeros((2, 3)), -1), ValueError, "order must be"),
-        (lambda: exp_limit_features(np.zeros((2, 3)), 0), ValueError, "n must be"),
-        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((4, 3)), np.zeros((4, 1)), np.exp, causal=True), ValueError, "causal"),
-        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((4, 3)), np.zeros((5, 1)), np.exp), ValueError, "v must have shape"),
-        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((4, 3)), np.zeros((4, 1)), lambda x: x[..., :1, :]), ValueError, "feature_map"),
-        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 1)), np.exp, chunk=0), ValueError, "chunk"),
-        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 1)), np.exp, key_feature_map=1), TypeError, "key_feature_map"),
-        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 1)), np.exp, key_feature_map=lambda x: x[..., :2]), ValueError, "key_feature_map"),
+        (lambda: gaussian_features(0, 3, np.random.default_rng()), ValueError, "m", dict(values=[1, 0], says="out of range")),
+        (lambda: gaussian_features(2, 2.5, np.random.default_rng()), TypeError, "d", dict(values=[2.5], says="integer")),
+        (lambda: gaussian_features(2, 3, 0), TypeError, "rng", dict(options=["numpy.random.Generator"], values=["int"])),
+        (lambda: positive_random_features(np.zeros((2, 3)), np.zeros((4, 2))), ValueError, "omega",
+         dict(names=["x"], shapes=["(m, 3)", (4, 2), (2, 3)])),
+        (lambda: positive_random_features(np.zeros((2, 3)), np.zeros((4, 3)), stabilizer="max"), ValueError, "stabilizer",
+         dict(values=["max"], options=["row", "global"])),
+        (lambda: trig_random_features(np.zeros(3), np.zeros((4, 3))), ValueError, "x", dict(shapes=["(..., n, d)", (3,)])),
+        (lambda: taylor_features(np.zeros((2, 3)), -1), ValueError, "order", dict(values=[0, -1], says="out of range")),
+        (lambda: exp_limit_features(np.zeros((2, 3)), 0), ValueError, "n", dict(values=[1, 0], says="out of range")),
+        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((4, 3)), np.zeros((4, 1)), np.exp, causal=True), ValueError, "causal",
+         dict(names=["q", "k"], values=[2, 4])),
+        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((4, 3)), np.zeros((5, 1)), np.exp), ValueError, "v",
+         dict(names=["k"], shapes=["(..., 4, v)", (5, 1), (4, 3)])),
+        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((4, 3)), np.zeros((4, 1)), lambda x: x[..., :1, :]), ValueError,
+         "feature_map(q)", dict(shapes=["(..., 2, D)", (1, 3)])),
+        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 1)), np.exp, chunk=0), ValueError, "chunk",
+         dict(values=[1, 0], says="out of range")),
+        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 1)), np.exp, key_feature_map=1), TypeError,
+         "key_feature_map", dict(values=["callable", "int"])),
+        (lambda: linear_attention(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 1)), np.exp, key_feature_map=lambda x: x[..., :2]),
+         ValueError, "key_feature_map(k)", dict(shapes=["(..., 2, 3)", (2, 2)])),
     ],
 )
-def test_bad_input_is_rejected(call, error, match):
-    with pytest.raises(error, match=match):
+def test_bad_input_is_rejected(call, error, name, facts):
+    with raises_message(error, name, **facts):
         call()

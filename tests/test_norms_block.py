@@ -20,6 +20,7 @@ from attncore import (
     transformer_block,
 )
 from strategies import dtypes, normal, permutations, seeds, tol
+from messages import raises_message
 
 
 def standardize_list(values, eps):
@@ -72,11 +73,11 @@ def test_batch_norm_depends_on_batch(rng):
 
 
 def test_norm_shape_errors():
-    with pytest.raises(ValueError, match=r"gamma must have shape \(5,\), got shape \(4,\)"):
+    with raises_message(ValueError, "gamma", names=["x"], shapes=[(5,), (4,), (2, 5)]):
         layer_norm(np.zeros((2, 5)), np.ones(4))
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., n, d\), got shape \(5,\)"):
+    with raises_message(ValueError, "x", shapes=["(..., n, d)", (5,)]):
         instance_norm(np.zeros(5))
-    with pytest.raises(ValueError, match="eps must be"):
+    with raises_message(ValueError, "eps", values=[0, -1.0], says="out of range"):
         layer_norm(np.zeros((2, 5)), eps=-1.0)
 
 
@@ -84,7 +85,7 @@ def test_ffn_matches_loop(rng):
     x, w1, b1, w2, b2 = rng.normal(size=(3, 4)), rng.normal(size=(4, 6)), rng.normal(size=6), rng.normal(size=(6, 4)), rng.normal(size=4)
     ref = np.array([[sum(max(0.0, sum(tok[a] * w1[a, j] for a in range(4)) + b1[j]) * w2[j, c] for j in range(6)) + b2[c] for c in range(4)] for tok in x])
     np.testing.assert_allclose(ffn(x, w1, b1, w2, b2), ref, rtol=1e-12)
-    with pytest.raises(ValueError, match=r"w2 must have shape \(6, 4\), got shape \(6, 3\)"):
+    with raises_message(ValueError, "w2", names=["w1"], shapes=[(6, 4), (6, 3)]):
         ffn(x, w1, b1, np.zeros((6, 3)), None)
 
 
@@ -107,11 +108,11 @@ def test_block_matches_composition(rng, placement):
 
 def test_block_errors(rng):
     p = init_block_params(4, 8, rng)
-    with pytest.raises(ValueError, match="placement"):
+    with raises_message(ValueError, "placement", values=["sandwich"], options=["post", "pre", "branch"]):
         transformer_block(np.zeros((3, 4)), p, 2, placement="sandwich")
-    with pytest.raises(TypeError, match="params must be a BlockParams"):
+    with raises_message(TypeError, "params", options=["BlockParams"], values=["dict"]):
         transformer_block(np.zeros((3, 4)), dict(p._asdict()), 2)
-    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+    with raises_message(TypeError, "rng", options=["numpy.random.Generator"], values=["int"]):
         init_block_params(4, 8, 0)
 
 

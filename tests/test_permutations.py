@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from attncore import inverse_permutation, permutation_matrix, permute_tokens
+from messages import raises_message
 from strategies import permutations, seeds
 
 
@@ -28,21 +29,21 @@ def test_matrix_matches_indexing(perm, seed):
 
 @pytest.mark.parametrize("bad", [[0, 0, 1], [1, 2, 3], [0, -1]])
 def test_invalid_permutation_raises_value_error(bad):
-    with pytest.raises(ValueError, match="perm must contain each of"):
+    with raises_message(ValueError, "perm", values=[len(bad) - 1]):
         permutation_matrix(bad)
 
 
 @pytest.mark.parametrize("bad", [[0.0, 1.0], [True, False]])
 def test_non_integer_permutation_raises_type_error(bad):
-    with pytest.raises(TypeError, match="perm must be a 1-d array of integers"):
+    with raises_message(TypeError, "perm", dtypes=[np.asarray(bad).dtype], shapes=[(2,)], says="integer"):
         inverse_permutation(bad)
 
 
 def test_permutation_of_wrong_rank_raises_value_error():
-    with pytest.raises(ValueError, match=r"perm must be a 1-d array of integers, got shape \(1, 2\)"):
+    with raises_message(ValueError, "perm", shapes=[(1, 2)], says="1-d"):
         inverse_permutation([[0, 1]])
 
 
 def test_length_mismatch():
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 3, d\), got shape \(4, 2\)"):
+    with raises_message(ValueError, "x", shapes=["(..., 3, d)", (4, 2)]):
         permute_tokens(np.zeros((4, 2)), [2, 0, 1])

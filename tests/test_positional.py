@@ -18,6 +18,7 @@ from attncore._positional import (
     t5_relative_bucket,
 )
 from strategies import batch_shapes, dtypes, normal, seeds, tol
+from messages import raises_message
 
 conventions = st.sampled_from(["interleaved", "half"])
 even_widths = st.integers(min_value=1, max_value=6).map(lambda k: 2 * k)
@@ -56,11 +57,11 @@ def test_sinusoidal_shift_is_linear():
 
 
 def test_sinusoidal_rejects_bad_input():
-    with pytest.raises(ValueError, match="d must be"):
+    with raises_message(ValueError, "d", values=[1, 0], says="out of range"):
         sinusoidal_encoding(4, 0)
-    with pytest.raises(TypeError, match="n must be an integer"):
+    with raises_message(TypeError, "n", values=[4.5], says="integer"):
         sinusoidal_encoding(4.5, 2)
-    with pytest.raises(ValueError, match="base"):
+    with raises_message(ValueError, "base", values=[-1.0]):
         sinusoidal_encoding(4, 2, base=-1.0)
 
 
@@ -173,15 +174,15 @@ def test_rope_frequencies():
 
 def test_rope_rejects_bad_input():
     x = np.ones((3, 4))
-    with pytest.raises(ValueError, match="even"):
+    with raises_message(ValueError, "x", shapes=[(3, 5)], says="even"):
         rope(np.ones((3, 5)))
-    with pytest.raises(ValueError, match="convention"):
+    with raises_message(ValueError, "convention", values=["neox"], options=["interleaved", "half"]):
         rope(x, convention="neox")
-    with pytest.raises(ValueError, match="positions"):
+    with raises_message(ValueError, "positions", names=["x"], shapes=[(4,), (3,)], says="broadcast"):
         rope(x, np.arange(4))
-    with pytest.raises(ValueError, match="x must have shape"):
+    with raises_message(ValueError, "x", shapes=["(..., n, d)", (4,)]):
         rope(np.ones(4))
-    with pytest.raises(TypeError, match="x must be"):
+    with raises_message(TypeError, "x", dtypes=["complex128"], says="real"):
         rope(np.ones((3, 4), dtype=complex))
 
 
@@ -228,7 +229,7 @@ def test_t5_bucket_structure():
 
 
 def test_t5_bucket_rejects_floats():
-    with pytest.raises(TypeError, match="integer"):
+    with raises_message(TypeError, "relative_position", dtypes=["float64"], says="integer"):
         t5_relative_bucket(np.array([1.0]))
 
 
@@ -276,7 +277,7 @@ def test_relative_bias_function_with_heads():
 
 
 def test_relative_bias_rejects_bad_shapes():
-    with pytest.raises(ValueError, match="table_or_fn must have shape"):
+    with raises_message(ValueError, "table_or_fn", shapes=["(..., 5)", (4,)]):
         relative_bias(3, 3, np.zeros(4))
-    with pytest.raises(ValueError, match="table_or_fn"):
+    with raises_message(ValueError, "table_or_fn(offsets)", shapes=["(..., 3, 3)", (3, 4)]):
         relative_bias(3, 3, lambda r: np.zeros((3, 4)))

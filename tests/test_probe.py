@@ -19,6 +19,7 @@ from attncore._probe import (
 )
 from attncore._shaw import shaw_attention, shaw_relative_embeddings
 from strategies import lengths, normal, seeds, widths
+from messages import raises_message
 
 SMALL = dict(d=8, num_heads=2, d_ff=16)
 
@@ -140,15 +141,15 @@ def test_shaw_embeddings_depend_on_offset_only():
 
 
 def test_shaw_errors():
-    with pytest.raises(ValueError, match="odd number"):
+    with raises_message(ValueError, "table", shapes=[(4, 2)], says="odd"):
         shaw_relative_embeddings(3, 3, np.zeros((4, 2)))
-    with pytest.raises(ValueError, match="rel_v"):
+    with raises_message(ValueError, "rel_v", names=["q", "v"], shapes=[(3, 3, 4), (3, 3, 2)]):
         shaw_attention(np.ones((3, 2)), np.ones((3, 2)), np.ones((3, 4)), np.zeros((3, 3, 2)), np.zeros((3, 3, 2)))
-    with pytest.raises(TypeError, match="n must be an integer"):
+    with raises_message(TypeError, "n", values=[2.5], says="integer"):
         shaw_relative_embeddings(2.5, 3, np.zeros((3, 2)))
     bad_v = np.ones((3, 4))
     bad_v[1, 2] = np.nan
-    with pytest.raises(ValueError, match="v"):
+    with raises_message(ValueError, "v", values=["nan"], says="finite"):
         shaw_attention(np.ones((3, 2)), np.ones((3, 2)), bad_v, np.zeros((3, 3, 2)), np.zeros((3, 3, 4)))
 
 
@@ -239,22 +240,22 @@ def test_probe_is_deterministic_and_drops_special_tokens():
 
 
 @pytest.mark.parametrize(
-    "kwargs, error, match",
+    "kwargs, error, name, facts",
     [
-        (dict(scheme="xpos"), ValueError, "scheme must be one of"),
-        (dict(normalize="l1"), ValueError, "normalize must be one of"),
-        (dict(d=8, num_heads=3), ValueError, "num_heads must divide"),
-        (dict(scheme="rope", d=6, num_heads=2), ValueError, "even head width"),
-        (dict(scheme="shaw", urpe=True), ValueError, "urpe"),
-        (dict(urpe="yes"), ValueError, "urpe must be"),
-        (dict(layers=-1), ValueError, "layers"),
-        (dict(layers=1.5), TypeError, "layers must be an integer"),
+        (dict(scheme="xpos"), ValueError, "scheme", dict(values=["xpos"], options=["none", "sinusoidal", "rope", "shaw"])),
+        (dict(normalize="l1"), ValueError, "normalize", dict(values=["l1"], options=["softmax", "l2", "relu2", "none"])),
+        (dict(d=8, num_heads=3), ValueError, "num_heads", dict(names=["d"], values=[8, 3], says="divisible")),
+        (dict(scheme="rope", d=6, num_heads=2), ValueError, "rope", dict(names=["d", "num_heads"], values=[3], says="even")),
+        (dict(scheme="shaw", urpe=True), ValueError, "urpe", dict(names=["scheme"], values=["shaw"])),
+        (dict(urpe="yes"), ValueError, "urpe", dict(values=["yes"], options=["False", "True", "symmetric"])),
+        (dict(layers=-1), ValueError, "layers", dict(values=[0, -1], says="out of range")),
+        (dict(layers=1.5), TypeError, "layers", dict(values=[1.5], says="integer")),
     ],
 )
-def test_probe_errors(kwargs, error, match):
-    with pytest.raises(error, match=match):
+def test_probe_errors(kwargs, error, name, facts):
+    with raises_message(error, name, **facts):
         probe_hidden_states(4, np.random.default_rng(0), **kwargs)
-    with pytest.raises(TypeError, match="rng"):
+    with raises_message(TypeError, "rng", options=["numpy.random.Generator"]):
         probe_hidden_states(4, 0)
 
 
@@ -327,13 +328,13 @@ def test_rounding_noise_changes_no_verdict_and_small_noise_fools_only_the_in_sam
 
 
 def test_readout_errors():
-    with pytest.raises(ValueError, match="targets"):
+    with raises_message(ValueError, "targets", names=["features"], shapes=[(4,), (3,), (4, 2)]):
         linear_readout(np.ones((4, 2)), np.ones(3))
-    with pytest.raises(ValueError, match="rcond"):
+    with raises_message(ValueError, "rcond", values=[0.0, "(0, 1)"]):
         linear_readout(np.ones((4, 2)), np.ones(4), rcond=0.0)
-    with pytest.raises(TypeError, match="rcond must be a real number"):
+    with raises_message(TypeError, "rcond", values=["str"], says="real"):
         linear_readout(np.ones((4, 2)), np.ones(4), rcond="tiny")
-    with pytest.raises(ValueError, match="n must be"):
+    with raises_message(ValueError, "n", values=[1, 0], says="out of range"):
         probe_floor(0)
 
 
@@ -370,11 +371,11 @@ def test_position_signal_is_scale_free_and_zero_for_repeated_rows(seed, n, scale
 def test_rounding_floor_formula_and_dtypes():
     assert rounding_floor(np.float64, sublayers=4, terms=64) == 2 * 5 * 64 * np.finfo(np.float64).eps
     assert rounding_floor(np.float32, sublayers=0, terms=1) == 2 * np.finfo(np.float32).eps
-    with pytest.raises(TypeError, match="dtype"):
+    with raises_message(TypeError, "dtype", dtypes=["int64"], says="real"):
         rounding_floor(np.int64, sublayers=1, terms=1)
-    with pytest.raises(ValueError, match="terms"):
+    with raises_message(ValueError, "terms", values=[1, 0], says="out of range"):
         rounding_floor(np.float64, sublayers=1, terms=0)
-    with pytest.raises(ValueError, match="sublayers"):
+    with raises_message(ValueError, "sublayers", values=[0, -1], says="out of range"):
         rounding_floor(np.float64, sublayers=-1, terms=1)
 
 
@@ -409,11 +410,11 @@ def test_heldout_readout_of_equal_states_is_the_baseline_and_errors():
     train = np.arange(8) % 2 == 0
     mse, base = heldout_readout(np.full((8, 3), 2.0), y, train)
     assert mse == base == float(np.mean((4.0 - y[~train]) ** 2))
-    with pytest.raises(TypeError, match="train"):
+    with raises_message(TypeError, "train", dtypes=["int64"], shapes=[(8,)], says="boolean"):
         heldout_readout(np.ones((8, 1)), y, train.astype(int))
-    with pytest.raises(ValueError, match="train"):
+    with raises_message(ValueError, "train", says="held out"):
         heldout_readout(np.ones((8, 1)), y, np.ones(8, bool))
-    with pytest.raises(ValueError, match="train"):
+    with raises_message(ValueError, "train", names=["targets"], shapes=[(8,), (7,)]):
         heldout_readout(np.ones((8, 1)), y, np.ones(7, bool))
-    with pytest.raises(ValueError, match="at least two rows"):
+    with raises_message(ValueError, "states", shapes=[(1, 3)], says="at least two"):
         position_signal(np.ones((1, 3)))

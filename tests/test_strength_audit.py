@@ -1,24 +1,15 @@
 """Checks added by the independent review of the mutants claimed equivalent (see the appendix
 "How strong is the evidence"): each kills a mutant that the review found NOT equivalent.
 
-The three differences are in rounding or memory, not in the mathematics, but they are real:
+The differences are in memory, not in the mathematics, but they are real: an operand cast
+with ``astype(dtype, copy=False)`` is not copied when it already has the dtype, and the point
+is to leave a large ``k``, ``v`` or ``omega`` uncopied.  A copy (``copy=True``, or the keyword
+dropped) more than doubles the peak of the memory traced while the call runs (numpy reports
+its array buffers to ``tracemalloc``), which is what the tests below measure:
 
-* ``astype(dtype, copy=False)`` on an operand of a matrix product: a copy (``copy=True``, or
-  the keyword dropped) changes the memory layout numpy hands to the BLAS.  For a strided
-  operand and a single query row, numpy then computes the vector-matrix product with a
-  different kernel, and the result differs in the last bits.  The point of ``copy=False`` is
-  to leave a large ``k`` or ``omega`` uncopied; the tests check that, with ``tracemalloc``
-  (numpy reports its array buffers to it).
-* ``attention`` drops the power ``2**gain`` that scales ``v`` when ``min |v| >= e**(B+1) T``
-  (Notes: "g = 0 saves scaling V").  Keeping it (``gain = 1``, or a stricter test: ``>``,
-  ``+ 2``, ``eps`` for ``log T``) changes the rounding of outputs that cancel into the
-  subnormals (float64, one query, two keys, values near ``1e-307`` whose weighted sum
-  cancels: e.g. ``-2.42e-322`` becomes ``-2.47e-322``), so the test checks that ``v`` is not
-  scaled, at the boundary itself too.
-* ``n >= 1024`` selects a contiguous copy of ``k^T`` for the score products.  At ``n = 1024``
-  a one-row block (a GEMV) gives other bits with the other layout (float64, ``m = 1536``:
-  blocks of 341 rows, the last has one), so the threshold is visible; the test checks the
-  layout decision itself.
+* ``attention_weights`` does not copy ``k``;
+* ``positive_random_features`` and ``trig_random_features`` do not copy ``omega``;
+* ``attention`` with ``normalize="none"`` (no appended column) does not copy ``k`` or ``v``.
 """
 
 import numpy as np

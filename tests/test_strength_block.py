@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attncore import BlockParams, ffn, init_block_params, transformer_block
-from strength import raises_naming
+from messages import raises_message
 
 D, F, H = 8, 16, 2
 
@@ -19,33 +19,33 @@ def tokens(n=5):
 
 def test_ffn_errors_name_x():
     w1, w2 = np.ones((D, F)), np.ones((F, D))
-    with raises_naming(ValueError, "x", "(..., n, d)"):
+    with raises_message(ValueError, "x", shapes=["(..., n, d)"]):
         ffn(np.float64(1.0), w1, None, w2, None)  # a scalar has no feature axis
-    with raises_naming(ValueError, "x", "(..., n, d)"):
+    with raises_message(ValueError, "x", shapes=["(..., n, d)"]):
         ffn(np.ones(D), w1, None, w2, None)
-    with raises_naming(TypeError, "x"):
+    with raises_message(TypeError, "x"):
         ffn(np.ones((2, D)) > 0, w1, None, w2, None)
 
 
 def test_ffn_errors_name_the_weight_and_what_its_shape_must_match():
     x, w1, w2 = np.ones((5, D)), np.ones((D, F)), np.ones((F, D))
     for bad in (np.ones((D + 1, F)), np.ones(F)):
-        with raises_naming(ValueError, "w1", f"({D}, f)", f"to match x of shape (5, {D})"):
+        with raises_message(ValueError, "w1", names=["x"], shapes=[f"({D}, f)", f"(5, {D})"]):
             ffn(x, bad, None, w2, None)
-    with raises_naming(TypeError, "w1"):
+    with raises_message(TypeError, "w1"):
         ffn(x, w1 > 0, None, w2, None)
     for bad in (np.ones((F + 1, D)), np.ones((F, D + 1))):
-        with raises_naming(ValueError, "w2", f"({F}, {D})", f"to match w1 of shape ({D}, {F})"):
+        with raises_message(ValueError, "w2", names=["w1"], shapes=[f"({F}, {D})", f"({D}, {F})"]):
             ffn(x, w1, None, bad, None)
 
 
 def test_init_block_params_errors_name_the_argument():
     rng = np.random.default_rng(0)
-    with raises_naming(ValueError, "d"):
+    with raises_message(ValueError, "d"):
         init_block_params(0, F, rng)
-    with raises_naming(TypeError, "d_ff"):
+    with raises_message(TypeError, "d_ff"):
         init_block_params(D, 2.0, rng)
-    with raises_naming(TypeError, "bias"):
+    with raises_message(TypeError, "bias"):
         init_block_params(D, F, rng, bias=1)
 
 
@@ -77,22 +77,22 @@ def test_init_block_params_draws_every_field_from_rng_with_the_documented_law():
 
 def test_transformer_block_errors_name_the_argument():
     p, x = params(), tokens()
-    with pytest.raises(TypeError, match=r"^params must be a BlockParams, got dict$"):
+    with raises_message(TypeError, "params", options=["BlockParams"], values=["dict"]):
         transformer_block(x, p._asdict(), H)
-    with raises_naming(ValueError, "placement", "post"):
+    with raises_message(ValueError, "placement", values=["middle"], options=["post", "pre", "branch"]):
         transformer_block(x, p, H, placement="middle")
-    with raises_naming(ValueError, "x", "(..., n, d)"):
+    with raises_message(ValueError, "x", shapes=["(..., n, d)"]):
         transformer_block(np.float64(1.0), p, H)
-    with raises_naming(ValueError, "x", "(..., n, d)"):
+    with raises_message(ValueError, "x", shapes=["(..., n, d)"]):
         transformer_block(np.ones(D), p, H)
-    with raises_naming(TypeError, "x"):
+    with raises_message(TypeError, "x"):
         transformer_block(x > 0, p, H)
 
 
 def test_transformer_block_names_a_missing_ffn_weight():
     p, x = params(), tokens()
     for field in ("w1", "w2"):
-        with raises_naming(ValueError, "params.w1", "params.w2 must be arrays, got None"):
+        with raises_message(ValueError, "params.w1", names=["params.w2"], values=["None"]):
             transformer_block(x, p._replace(**{field: None}), H)
 
 
@@ -107,12 +107,12 @@ def test_transformer_block_names_a_missing_ffn_weight():
     ("beta2", (D, 1), f"({D},)"),
 ])
 def test_transformer_block_names_a_field_of_the_wrong_shape(field, shape, expected):
-    with raises_naming(ValueError, f"params.{field}", expected):
+    with raises_message(ValueError, f"params.{field}", shapes=[expected, shape]):
         transformer_block(tokens(), params(**{field: np.ones(shape)}), H)
 
 
 def test_transformer_block_names_a_field_of_the_wrong_type():
-    with raises_naming(TypeError, "params.w1"):
+    with raises_message(TypeError, "params.w1"):
         transformer_block(tokens(), params(w1=np.ones((D, F), bool)), H)
 
 
@@ -127,7 +127,7 @@ def test_transformer_block_passes_the_key_bias_on(placement):
     assert transformer_block(x, p, H, placement=placement).dtype == np.float32
     for field in ("b_q", "b_k", "b_v", "b_o"):
         big = p._replace(**{field: np.full(D, 1e39)})
-        with raises_naming(ValueError, field, "float32"):
+        with raises_message(ValueError, field, dtypes=["float32"]):
             transformer_block(x, big, H, placement=placement)
 
 
@@ -148,12 +148,12 @@ def test_transformer_block_names_the_field_of_the_wrong_shape(field):
     if field == "w1":  # f is read from w1 itself, so only its first axis is fixed
         expected = f"({D}, f)"
         bad = np.ones((D + 1, F))
-    with raises_naming(ValueError, f"params.{field}", expected):
+    with raises_message(ValueError, f"params.{field}", shapes=[expected, bad.shape]):
         transformer_block(np.ones((3, D)), params(**{field: bad}), 2)
 
 
 def test_transformer_block_names_a_0d_w1():
-    with raises_naming(ValueError, "params.w1", f"({D}, f)", "got shape ()"):
+    with raises_message(ValueError, "params.w1", shapes=[f"({D}, f)", "()"]):
         transformer_block(np.ones((3, D)), params(w1=np.float64(1.0)), 2)
 
 

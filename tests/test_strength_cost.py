@@ -3,20 +3,20 @@
 import pytest
 
 from attncore._cost import block_flops, matmul_flops
-from strength import raises_naming
+from messages import raises_message
 
 
 @pytest.mark.parametrize("bad", ["a", "b", "c"])
 def test_matmul_flops_names_the_bad_count(bad):
     sizes = dict(a=2, b=3, c=4)
     sizes[bad] = 0
-    with raises_naming(ValueError, bad):
+    with raises_message(ValueError, bad):
         matmul_flops(**sizes)
 
 
 @pytest.mark.parametrize("bad", ["m", "num_heads", "d_ff"])
 def test_block_flops_names_the_bad_count(bad):
-    with raises_naming(ValueError, bad):
+    with raises_message(ValueError, bad):
         block_flops(4, 6, **{bad: 0})
 
 

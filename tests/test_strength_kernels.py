@@ -2,7 +2,6 @@
 
 import itertools
 import math
-import re
 import warnings
 
 import numpy as np
@@ -17,7 +16,7 @@ from attncore._kernels import (
     taylor_features,
     trig_random_features,
 )
-from strength import raises_naming
+from messages import raises_message
 
 
 def taylor_loop(row, order):
@@ -51,9 +50,9 @@ def test_feature_map_errors_name_x_and_its_shape():
     for features in (taylor_features, exp_limit_features):
         letters = "(..., n, d)" if features is taylor_features else "(..., l, d)"
         for bad in (np.float64(1.0), np.ones(3)):
-            with raises_naming(ValueError, "x", letters):
+            with raises_message(ValueError, "x", shapes=[letters, bad.shape]):
                 features(bad, 2)
-        with raises_naming(TypeError, "x"):
+        with raises_message(TypeError, "x"):
             features(np.ones((2, 3), bool), 2)
 
 
@@ -65,9 +64,9 @@ def test_feature_map_size_limit_counts_every_row_of_a_batch():
                               (lambda m: exp_limit_features(x, 2, max_entries=m), "exp_limit_features(n=2)", 25)):
         entries = 6 * width
         assert call(entries).shape == (2, 3, width)  # exactly at the limit is allowed
-        message = (f"{what} would have {width} features per row, {entries} entries for x of shape (2, 3, 4), "
-                   f"more than max_entries = {entries - 1}")
-        with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        # the facts: the map, its width per row, the entries it needs, x's shape, and the limit
+        with raises_message(ValueError, "max_entries", names=[what.split("(")[0]], values=[width, entries, entries - 1],
+                            shapes=[(2, 3, 4)]):
             call(entries - 1)
 
 
@@ -75,7 +74,7 @@ def test_feature_maps_of_no_tokens_fit_in_max_entries_zero():
     # no rows: no entries at all, so a limit of 0 is met; a negative limit names max_entries
     for features in (taylor_features, exp_limit_features):
         assert features(np.ones((0, 3)), 2, max_entries=0).shape[0] == 0
-        with raises_naming(ValueError, "max_entries", ">= 0"):
+        with raises_message(ValueError, "max_entries", values=[0, -1], says="out of range"):
             features(np.ones((2, 3)), 2, max_entries=-1)
 
 
@@ -90,29 +89,28 @@ def qkv(dtype=np.float64, n=6):
 
 def test_linear_attention_errors_name_the_feature_map():
     q, k, v = qkv()
-    with pytest.raises(TypeError, match="^feature_map must be callable, got int$"):
+    with raises_message(TypeError, "feature_map", values=["callable", "int"]):
         linear_attention(q, k, v, 3)
-    with pytest.raises(TypeError, match="^key_feature_map must be callable or None, got str$"):
+    with raises_message(TypeError, "key_feature_map", values=["callable", "None", "str"]):
         linear_attention(q, k, v, phi, key_feature_map="exp")
-    with raises_naming(ValueError, "feature_map(q)", "(..., 6, D)"):
+    with raises_message(ValueError, "feature_map(q)", shapes=["(..., 6, D)"]):
         linear_attention(q, k, v, lambda x: phi(x)[:-1])
-    with raises_naming(ValueError, "feature_map(q)", "(..., 6, D)"):
+    with raises_message(ValueError, "feature_map(q)", shapes=["(..., 6, D)"]):
         linear_attention(q, k, v, lambda x: phi(x)[0])
-    with raises_naming(TypeError, "feature_map(q)"):
+    with raises_message(TypeError, "feature_map(q)"):
         linear_attention(q, k, v, lambda x: x > 0)
     # the keys' features: under the name of the map that made them
-    with raises_naming(ValueError, "feature_map(k)", "(..., 5, 3)"):
+    with raises_message(ValueError, "feature_map(k)", shapes=["(..., 5, 3)"]):
         linear_attention(q, k[:5], v[:5], lambda x: phi(x) if len(x) == 6 else phi(x)[:, :2])
-    with raises_naming(ValueError, "key_feature_map(k)", "(..., 6, 3)"):
+    with raises_message(ValueError, "key_feature_map(k)", shapes=["(..., 6, 3)"]):
         linear_attention(q, k, v, phi, key_feature_map=lambda x: phi(x)[:, :2])
-    with raises_naming(ValueError, "chunk"):
+    with raises_message(ValueError, "chunk"):
         linear_attention(q, k, v, phi, causal=True, chunk=0)
 
 
 def test_causal_linear_attention_names_features_whose_batch_axes_do_not_broadcast():
     q, k, v = qkv()
-    with pytest.raises(ValueError, match="^" + re.escape(
-            "batch axes do not broadcast: features of q (2, 6, 3), features of k (3, 6, 3), v (6, 2)") + "$"):
+    with raises_message(ValueError, "q", names=["k", "v", "features"], shapes=[(2, 6, 3), (3, 6, 3), (6, 2)], says="broadcast"):
         linear_attention(q, k, v, lambda x: np.broadcast_to(phi(x), (2, 6, 3)), causal=True,
                          key_feature_map=lambda x: np.broadcast_to(phi(x), (3, 6, 3)))
 
@@ -176,21 +174,18 @@ def test_linear_attention_sums_that_overflow_are_an_error_naming_the_operands(dt
     big_norm, big_num, big_v = OVERFLOWS[dtype]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with raises_naming(ValueError, "feature_map(q) . feature_map(k) (the normaliser", name,
-                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)",
-                           "scale the features down (a positive factor per query row, or one factor common to all "
-                           "keys, leaves the output unchanged)"):
+        with raises_message(ValueError, "feature_map(q)", names=["feature_map(k)"], shapes=[(6, 3)], dtypes=[name],
+                            says=["normaliser", "overflow"], remedy=("shrink", "features")):
             linear_attention(q, k, v, scaled_exp(big_norm, dtype), causal=causal, chunk=4)
-        with raises_naming(ValueError, "feature_map(q) . key_feature_map(k) (the normaliser", name,
-                           "key_feature_map(k) of shape (6, 3)"):
+        with raises_message(ValueError, "feature_map(q)", names=["key_feature_map(k)"], not_names=["feature_map(k)"],
+                            shapes=[(6, 3)], dtypes=[name], says=["normaliser", "overflow"], remedy=("shrink", "features")):
             # keys' features a quarter of the largest float: 6 keys (4 in the first block) overflow the sum
             linear_attention(q, k, v, scaled_exp(1, dtype), causal=causal, chunk=4,
                              key_feature_map=lambda x: np.full(x.shape, np.finfo(dtype).max / 4, dtype))
         # only the first column of v is large: one column of the numerator overflows, the other does not
         v_big = (v * np.array([big_v, 1])).astype(dtype)
-        with raises_naming(ValueError, "feature_map(q) . feature_map(k) times v (the numerator", name,
-                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)", "v of shape (6, 2)",
-                           "scale v or the features down"):
+        with raises_message(ValueError, "feature_map(q)", names=["feature_map(k)", "v"], shapes=[(6, 3), (6, 2)], dtypes=[name],
+                            says=["numerator", "overflow"], remedy=("shrink", "v", "features")):
             linear_attention(q, k, v_big, scaled_exp(big_num, dtype), causal=causal, chunk=4)
 
 
@@ -203,10 +198,11 @@ def test_linear_attention_weights_that_overflow_are_the_same_error(dtype, causal
     big_norm, big_num, _ = OVERFLOWS[dtype]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with raises_naming(ValueError, "feature_map(q) . feature_map(k) (the normaliser", np.dtype(dtype).name,
-                           "feature_map(q) of shape (6, 3)", "feature_map(k) of shape (6, 3)"):
+        with raises_message(ValueError, "feature_map(q)", names=["feature_map(k)"], shapes=[(6, 3)], dtypes=[dtype],
+                            says=["normaliser", "overflow"]):
             linear_attention_weights(q, k, scaled_exp(big_norm, dtype), causal=causal)
-        with raises_naming(ValueError, "feature_map(q) . key_feature_map(k) (the normaliser"):
+        with raises_message(ValueError, "feature_map(q)", names=["key_feature_map(k)"], not_names=["feature_map(k)"],
+                            says=["normaliser", "overflow"]):
             linear_attention_weights(q, k, scaled_exp(1, dtype), causal=causal,
                                      key_feature_map=lambda x: np.full(x.shape, np.finfo(dtype).max / 4, dtype))
         got = linear_attention_weights(q, k, scaled_exp(big_num, dtype), causal=causal)
@@ -225,7 +221,7 @@ def test_linear_attention_numerator_overflowing_both_ways_is_the_same_error_with
     q, k, v = np.ones((1, 2), dtype), np.diag([big, big]).astype(dtype), np.array([[big], [-big]], dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with raises_naming(ValueError, "feature_map(q) . feature_map(k) times v (the numerator", "(2, 1)"):
+        with raises_message(ValueError, "feature_map(q)", names=["feature_map(k)", "v"], shapes=[(2, 1)], says=["numerator", "overflow"]):
             linear_attention(q, k, v, lambda x: x)
 
 
@@ -255,9 +251,10 @@ def test_causal_linear_attention_running_sums_overflow_in_the_dtype_of_the_resul
     # the same error; float64 accumulators returned a result.
     n, fk, fv, fq = {"state": (5, 1e19, 1e19, 1e-20), "total": (3, 2e38, 1e-10, 1e-30)}[which]
     q, k, v = (np.full((n, 1), x, np.float32) for x in (fq, fk, fv))
-    part = "times v (the numerator" if which == "state" else "(the normaliser"
+    part = "numerator" if which == "state" else "normaliser"
     for causal in (False, True):
-        with raises_naming(ValueError, f"feature_map(q) . feature_map(k) {part}", "float32", f"feature_map(k) of shape ({n}, 1)"):
+        with raises_message(ValueError, "feature_map(q)", names=["feature_map(k)"], shapes=[(n, 1)], dtypes=["float32"],
+                            says=[part, "overflow"]):
             linear_attention(q, k, v, lambda x: x, causal=causal, chunk=1)
 
 
@@ -289,7 +286,7 @@ def test_orthogonal_gaussian_features_of_a_singular_draw_keep_every_row(d):
 
 def test_gaussian_features_error_names_orthogonal():
     # kills check_bool(orthogonal, "XXorthogonalXX")
-    with raises_naming(TypeError, "orthogonal"):
+    with raises_message(TypeError, "orthogonal"):
         gaussian_features(2, 2, np.random.default_rng(0), orthogonal=1)
 
 
@@ -392,15 +389,15 @@ def test_random_feature_errors_name_x_omega_and_their_shapes(kind):
     # Kills _check_omega's mutants that rename the letters of the shapes, (..., n, d) for x and (m, d) for
     # omega (to XXnXX, N, ...), or the argument omega's width is matched against (x, to XXxXX)
     features, _ = RANDOM_MAPS[kind]
-    with raises_naming(ValueError, "x", "(..., n, d)", "got shape (3,)"):
+    with raises_message(ValueError, "x", shapes=["(..., n, d)", "(3,)"]):
         features(np.ones(3), np.ones((2, 3)))
-    with raises_naming(ValueError, "omega", "(m, 3)", "got shape (5, 2)", "to match x of shape (4, 3)"):
+    with raises_message(ValueError, "omega", names=["x"], shapes=["(m, 3)", "(5, 2)", "(4, 3)"]):
         features(np.ones((4, 3)), np.ones((5, 2)))
 
 
 def test_positive_random_features_error_names_stabilizer():
     # kills check_choice(stabilizer, "XXstabilizerXX", ...)
-    with raises_naming(ValueError, "stabilizer", "got 'rows'"):
+    with raises_message(ValueError, "stabilizer", values=["rows"], options=["row", "global"]):
         positive_random_features(np.ones((2, 3)), np.ones((4, 3)), stabilizer="rows")
 
 
@@ -413,15 +410,15 @@ def test_linear_attention_shape_errors_name_q_k_v_letters_and_the_matched_argume
     q, k, v = qkv()  # (6, 3), (6, 3), (6, 2)
     for call in (lambda q, k, v, **kw: linear_attention(q, k, v, phi, **kw),
                  lambda q, k, v, **kw: linear_attention_weights(q, k, phi, **kw)):
-        with raises_naming(ValueError, "q", "(..., n, k)", "got shape (3,)"):
+        with raises_message(ValueError, "q", shapes=["(..., n, k)", "(3,)"]):
             call(q[0], k, v)
-        with raises_naming(ValueError, "k", "(..., m, 3)", "got shape (3,)", "(to match q of shape (6, 3))"):
+        with raises_message(ValueError, "k", names=["q"], shapes=["(..., m, 3)", "(3,)", "(6, 3)"]):
             call(q, k[0], v)
-        with raises_naming(ValueError, "k", "(..., m, 3)", "got shape (6, 2)", "(to match q of shape (6, 3))"):
+        with raises_message(ValueError, "k", names=["q"], shapes=["(..., m, 3)", "(6, 2)", "(6, 3)"]):
             call(q, k[:, :2], v)
-        with raises_naming(TypeError, "causal"):
+        with raises_message(TypeError, "causal"):
             call(q, k, v, causal=1)
-    with raises_naming(ValueError, "v", "(..., 6, v)", "got shape (5, 2)", "(to match k of shape (6, 3))"):
+    with raises_message(ValueError, "v", names=["k"], shapes=["(..., 6, v)", "(5, 2)", "(6, 3)"]):
         linear_attention(q, k, v[:5], phi)
 
 
@@ -431,8 +428,7 @@ def test_linear_attention_batch_error_names_q_k_and_v(shapes):
     # lists all three with their shapes (before, a numpy broadcasting error came later, or v was unnamed)
     q, k, v = qkv()
     q, k, v = (np.broadcast_to(a, b + a.shape) for a, b in zip((q, k, v), shapes))
-    message = f"batch axes do not broadcast: q {q.shape}, k {k.shape}, v {v.shape}"
-    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+    with raises_message(ValueError, "q", names=["k", "v"], shapes=[q.shape, k.shape, v.shape], says="broadcast"):
         linear_attention(q, k, v, phi)
 
 
@@ -441,8 +437,7 @@ def test_linear_attention_weights_batch_error_names_q_and_k(shapes):
     # the same for the check without v (linear_attention_weights): q or k left out, or misnamed
     q, k, _ = qkv()
     q, k = (np.broadcast_to(a, b + a.shape) for a, b in zip((q, k), shapes))
-    message = f"batch axes do not broadcast: q {q.shape}, k {k.shape}"
-    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+    with raises_message(ValueError, "q", names=["k"], shapes=[q.shape, k.shape], says="broadcast"):
         linear_attention_weights(q, k, phi)
 
 
@@ -455,7 +450,7 @@ def test_weights_whose_scores_overflow_to_nan_are_an_error_and_warn_nothing():
     k = np.array([[1e20, -1e20]], np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(ValueError, match=r"normaliser of linear attention\) overflows float32"):
+        with raises_message(ValueError, "feature_map(q)", dtypes=["float32"], says=["normaliser", "overflow"]):
             linear_attention_weights(q, k, lambda x: x)
 
 
@@ -465,5 +460,5 @@ def test_a_feature_map_with_no_features_is_an_error_with_batch_axes(batch):
     q, k, v = np.ones(batch + (4, 2)), np.ones(batch + (5, 2)), np.ones(batch + (5, 1))
     empty = lambda z: z[..., :0]  # noqa: E731
     for call in (lambda: linear_attention(q, k, v, empty), lambda: linear_attention_weights(q, k, empty)):
-        with pytest.raises(ValueError, match=r"feature width D = 0 .*: the feature map must return at least one feature$"):
+        with raises_message(ValueError, "feature_map(q)", shapes=[batch + (4, 0)], says="not empty"):
             call()

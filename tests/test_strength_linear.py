@@ -3,27 +3,27 @@
 import numpy as np
 
 from attncore._linear import linear
-from strength import raises_naming
+from messages import raises_message
 
 
 def test_linear_errors_name_the_argument_and_shapes():
     x, w, b = np.ones((2, 3)), np.ones((3, 4)), np.ones(4)
-    with raises_naming(TypeError, "x"):
+    with raises_message(TypeError, "x"):
         linear(x > 0, w, b)
-    with raises_naming(ValueError, "x", "(..., n, d)"):
+    with raises_message(ValueError, "x", shapes=["(..., n, d)"]):
         linear(np.ones(3), w, b)
-    with raises_naming(TypeError, "w_q"):
+    with raises_message(TypeError, "w_q"):
         linear(x, w > 0, b, name="w_q")
-    with raises_naming(ValueError, "w_q", "(3, e)", "to match x of shape (2, 3)"):
+    with raises_message(ValueError, "w_q", names=["x"], shapes=["(3, e)", "(2, 3)"]):
         linear(x, np.ones((2, 4)), b, name="w_q")
     # the bias takes the weight's suffix: w_q -> b_q, w1 -> b1; other names get "bias of"
-    with raises_naming(TypeError, "b_q"):
+    with raises_message(TypeError, "b_q"):
         linear(x, w, b > 0, name="w_q")
-    with raises_naming(ValueError, "b_q", "(4,)", "to match w_q of shape (3, 4)"):
+    with raises_message(ValueError, "b_q", names=["w_q"], shapes=["(4,)", "(3, 4)"]):
         linear(x, w, np.ones(3), name="w_q")
-    with raises_naming(ValueError, "b", "(4,)"):
+    with raises_message(ValueError, "b", shapes=["(4,)"]):
         linear(x, w, np.ones(3))
-    with raises_naming(ValueError, "bias of proj", "(4,)"):
+    with raises_message(ValueError, "bias of proj", shapes=["(4,)"]):
         linear(x, w, np.ones(3), name="proj")
 
 
@@ -44,9 +44,9 @@ def test_linear_names_a_float64_bias_that_overflows_float32():
     # largest number would become inf there, so it is refused, naming the bias and the dtype
     x, w = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32)
     b = np.array([0.0, 1e39, 0.0, 0.0])
-    with raises_naming(ValueError, "b_q", "(float64, shape (4,))", "float32"):
+    with raises_message(ValueError, "b_q", dtypes=["float64", "float32"], shapes=[(4,)], says="overflow"):
         linear(x, w, b, name="w_q")
-    with raises_naming(ValueError, "bias of proj", "float32"):
+    with raises_message(ValueError, "bias of proj", dtypes=["float32"], says="overflow"):
         linear(x, w, b, name="proj")
     # the largest float32 number itself fits, and is added as it is
     top = float(np.finfo(np.float32).max)

@@ -1,6 +1,5 @@
 """attncore.positional: checks added to kill surviving mutants (see the appendix "How strong is the evidence")."""
 
-import re
 
 import numpy as np
 import pytest
@@ -14,17 +13,17 @@ from attncore._positional import (
     sinusoidal_encoding,
     t5_relative_bucket,
 )
-from strength import raises_naming
+from messages import raises_message
 
 
 # ---- RoPE -----------------------------------------------------------------------------------
 
 def test_rope_errors_name_the_argument_and_the_shapes():
-    with raises_naming(ValueError, "x", "(..., n, d)"):
+    with raises_message(ValueError, "x", shapes=["(..., n, d)"]):
         rope(np.ones(4))
-    with raises_naming(TypeError, "positions"):
+    with raises_message(TypeError, "positions"):
         rope(np.ones((3, 4)), np.array([True, False, True]))
-    with raises_naming(ValueError, "positions", "to the shape of x without its last axis, (3,)"):
+    with raises_message(ValueError, "positions", names=["x"], shapes=[(4,), (3,)], says="broadcast"):
         rope(np.ones((3, 4)), np.arange(4))
 
 
@@ -50,19 +49,19 @@ def test_rope_of_tokens_without_features_is_empty():
 
 def test_rope_frequencies_errors_name_d_and_base():
     # the message states the true minimum, 2 (one pair): d = 1 would be rejected as well
-    with raises_naming(ValueError, "d", ">= 2"):
+    with raises_message(ValueError, "d", values=[2, 0], says="out of range"):
         rope_frequencies(0)
-    with raises_naming(ValueError, "d", "even"):
+    with raises_message(ValueError, "d", values=[3], says="even"):
         rope_frequencies(3)
-    with raises_naming(ValueError, "base"):
+    with raises_message(ValueError, "base"):
         rope_frequencies(4, base=0.0)
 
 
 def test_rope_permutation_of_no_features_and_errors():
     assert rope_permutation(0).shape == (0,)
-    with raises_naming(ValueError, "d"):
+    with raises_message(ValueError, "d"):
         rope_permutation(-1)
-    with raises_naming(ValueError, "d", "even"):
+    with raises_message(ValueError, "d", values=[3], says="even"):
         rope_permutation(3)
 
 
@@ -70,7 +69,7 @@ def test_rope_permutation_of_no_features_and_errors():
 def test_rope_frequencies_says_d_must_be_at_least_2():
     # one feature has no pair to rotate: the message gives the real minimum, 2, for d = 0 and 1 alike
     for d in (-2, 0, 1):
-        with raises_naming(ValueError, "d", ">= 2", f"got {d}"):
+        with raises_message(ValueError, "d", values=[2, d], says="out of range"):
             rope_frequencies(d)
 
 
@@ -107,11 +106,6 @@ def test_t5_smallest_bidirectional_configuration():
     assert got.tolist() == expected
 
 
-def _message(bidirectional, num_buckets, max_distance, exact):
-    return (f"num_buckets must be >= {4 if bidirectional else 2} and max_distance > the number of exact "
-            f"buckets ({exact}), got num_buckets = {num_buckets}, max_distance = {max_distance}")
-
-
 @pytest.mark.parametrize("bidirectional,num_buckets,max_distance,exact", [
     (True, 2, 128, 0),    # one bucket per direction: no exact bucket
     (False, 1, 128, 0),
@@ -120,21 +114,24 @@ def _message(bidirectional, num_buckets, max_distance, exact):
     (False, 16, 8, 8),
 ])
 def test_t5_rejects_configurations_without_log_buckets(bidirectional, num_buckets, max_distance, exact):
-    with pytest.raises(ValueError, match="^" + re.escape(_message(bidirectional, num_buckets, max_distance, exact)) + "$"):
+    # the facts: both arguments, the least num_buckets (two per direction when bidirectional), the
+    # number of exact buckets max_distance must exceed, and the values given
+    least = 4 if bidirectional else 2
+    with raises_message(ValueError, "num_buckets", names=["max_distance"], values=[least, exact, num_buckets, max_distance]):
         t5_relative_bucket(np.arange(3), bidirectional=bidirectional, num_buckets=num_buckets,
                            max_distance=max_distance)
 
 
 def test_t5_errors_name_the_argument():
-    with raises_naming(ValueError, "num_buckets"):
+    with raises_message(ValueError, "num_buckets"):
         t5_relative_bucket(np.arange(3), num_buckets=0)
-    with raises_naming(ValueError, "num_buckets"):
+    with raises_message(ValueError, "num_buckets"):
         t5_relative_bucket(np.arange(3), num_buckets=1)  # bidirectional: at least one per direction
-    with raises_naming(TypeError, "num_buckets"):
+    with raises_message(TypeError, "num_buckets"):
         t5_relative_bucket(np.arange(3), num_buckets=2.5)
-    with raises_naming(ValueError, "max_distance"):
+    with raises_message(ValueError, "max_distance"):
         t5_relative_bucket(np.arange(3), max_distance=0)
-    with raises_naming(TypeError, "relative_position"):
+    with raises_message(TypeError, "relative_position"):
         t5_relative_bucket(np.array([True]))
 
 
@@ -146,14 +143,13 @@ def test_t5_accepts_unsigned_offsets_up_to_the_int64_range():
     top = np.iinfo(np.int64).max
     np.testing.assert_array_equal(t5_relative_bucket(np.array([top], np.uint64)),
                                   t5_relative_bucket(np.array([top], np.int64)))
-    with raises_naming(ValueError, "relative_position", str(top + 1), "int64"):
+    with raises_message(ValueError, "relative_position", dtypes=["int64"], values=[top + 1], says="out of range"):
         t5_relative_bucket(np.array([top + 1], np.uint64))
 
 
 def test_t5_rejects_the_smallest_int64_whose_negation_overflows():
     low = np.iinfo(np.int64).min
-    message = "^relative_position holds the smallest int64, whose negation overflows$"
-    with pytest.raises(ValueError, match=message):
+    with raises_message(ValueError, "relative_position", dtypes=["int64"], says=["smallest", "overflow"]):
         t5_relative_bucket(np.array([0, low], np.int64))
     # one above it is far in the past: the last bucket of its direction, like any far offset
     np.testing.assert_array_equal(t5_relative_bucket(np.array([low + 1, -10**6])), [15, 15])
@@ -161,7 +157,7 @@ def test_t5_rejects_the_smallest_int64_whose_negation_overflows():
 
 
 def test_t5_bidirectional_must_be_a_bool():
-    with raises_naming(TypeError, "bidirectional"):
+    with raises_message(TypeError, "bidirectional"):
         t5_relative_bucket(np.arange(3), bidirectional=1)
 
 
@@ -178,17 +174,17 @@ def test_relative_bias_one_table_matches_loop():
 
 
 def test_relative_bias_errors_name_the_argument():
-    with raises_naming(ValueError, "n"):
+    with raises_message(ValueError, "n"):
         relative_bias(0, 3, np.zeros(2))
-    with raises_naming(ValueError, "m"):
+    with raises_message(ValueError, "m"):
         relative_bias(3, 0, np.zeros(2))
-    with raises_naming(TypeError, "table_or_fn"):
+    with raises_message(TypeError, "table_or_fn"):
         relative_bias(2, 2, np.array([True, False, True]))
-    with raises_naming(ValueError, "table_or_fn", "(..., 3)"):
+    with raises_message(ValueError, "table_or_fn", shapes=["(..., 3)"]):
         relative_bias(2, 2, np.zeros(4))
-    with raises_naming(TypeError, "table_or_fn(offsets)"):
+    with raises_message(TypeError, "table_or_fn(offsets)"):
         relative_bias(2, 2, lambda r: r == 0)
-    with raises_naming(ValueError, "table_or_fn(offsets)", "(..., 2, 2)"):
+    with raises_message(ValueError, "table_or_fn(offsets)", shapes=["(..., 2, 2)"]):
         relative_bias(2, 2, lambda r: np.zeros((2, 3)))
 
 
@@ -196,22 +192,22 @@ def test_relative_bias_errors_name_the_argument():
 
 def test_sinusoidal_of_no_positions_and_errors():
     assert sinusoidal_encoding(0, 4).shape == (0, 4)
-    with raises_naming(ValueError, "base"):
+    with raises_message(ValueError, "base"):
         sinusoidal_encoding(3, 4, base=-1.0)
 
 
 def test_alibi_slopes_error_names_num_heads():
-    with raises_naming(ValueError, "num_heads"):
+    with raises_message(ValueError, "num_heads"):
         alibi_slopes(0)
 
 
 # ---- second round (the run of 2026-11-23) -------------------------------------------------------
 
 def test_rope_errors_name_convention_and_base():
-    with raises_naming(ValueError, "convention", "interleaved", "half"):
+    with raises_message(ValueError, "convention", values=["complex"], options=["interleaved", "half"]):
         rope(np.ones((3, 4)), convention="complex")
     for base in (0.0, -1.0):
-        with raises_naming(ValueError, "base"):
+        with raises_message(ValueError, "base"):
             rope(np.ones((3, 4)), base=base)
 
 
@@ -225,13 +221,13 @@ def test_t5_buckets_of_unsigned_offsets_are_those_of_the_same_signed_offsets():
     top = np.iinfo(np.int64).max
     got = t5_relative_bucket(np.array([top], dtype=np.uint64))
     assert got.tolist() == t5_relative_bucket(np.array([top])).tolist() == [31]
-    with raises_naming(ValueError, "relative_position", str(top + 1)):
+    with raises_message(ValueError, "relative_position", values=[top + 1], says="out of range"):
         t5_relative_bucket(np.array([top + 1], dtype=np.uint64))
 
 
 def test_t5_rejects_the_smallest_int64_by_name():
     # -(-2**63) overflows int64 back to -2**63: a bucket computed from it would be wrong
-    with raises_naming(ValueError, "relative_position", "smallest int64", "negation overflows"):
+    with raises_message(ValueError, "relative_position", dtypes=["int64"], says=["smallest", "overflow"]):
         t5_relative_bucket(np.array([0, np.iinfo(np.int64).min]))
     # one above it is fine: a key that far before its query lands in the last bucket of the
     # "earlier" half, 15 of 0..15 (the keys after the query use 16..31)
@@ -239,7 +235,7 @@ def test_t5_rejects_the_smallest_int64_by_name():
 
 
 def test_t5_names_bidirectional():
-    with raises_naming(TypeError, "bidirectional"):
+    with raises_message(TypeError, "bidirectional"):
         t5_relative_bucket(np.arange(3), bidirectional=1)
 
 
@@ -250,7 +246,7 @@ def test_relative_bias_passes_minus_inf_through_as_masked():
     assert causal[2, 0] == -1.0
     table = np.array([0.0, 1.0, -np.inf])  # offsets -1, 0, +1
     assert relative_bias(2, 2, table).tolist() == [[1.0, -np.inf], [0.0, 1.0]]
-    with raises_naming(ValueError, "table_or_fn(offsets)"):
+    with raises_message(ValueError, "table_or_fn(offsets)"):
         relative_bias(2, 2, lambda r: np.where(r > 0, np.inf, 0.0))
 
 
@@ -261,5 +257,5 @@ def test_relative_bias_from_a_function_may_mask_with_minus_inf():
         for j in range(3):
             assert b[i, j] == (-np.inf if j > i else -0.5 * (j - i))
     for bad in (np.nan, np.inf):
-        with raises_naming(ValueError, "table_or_fn(offsets)"):
+        with raises_message(ValueError, "table_or_fn(offsets)"):
             relative_bias(2, 2, lambda r, bad=bad: np.where(r > 0, bad, 0.0))

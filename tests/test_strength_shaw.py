@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from attncore._shaw import shaw_attention, shaw_relative_embeddings
-from strength import raises_naming
+from messages import raises_message
 
 N, M, K, V = 3, 4, 2, 5
 
@@ -19,22 +19,22 @@ def good():
 def test_shaw_attention_names_an_argument_of_the_wrong_type(name):
     args = good()
     args[name] = args[name] > 0
-    with raises_naming(TypeError, name):
+    with raises_message(TypeError, name):
         shaw_attention(**args)
 
 
-@pytest.mark.parametrize("name,shape,expected", [
-    ("q", (K,), ["(..., n, k)"]),
+@pytest.mark.parametrize("name,shape,expected,others", [
+    ("q", (K,), ["(..., n, k)"], []),
     # a shape taken from another argument names that argument and its shape too
-    ("k", (K,), [f"(..., m, {K})", f"to match q of shape ({N}, {K})"]),
-    ("v", (V,), [f"(..., {M}, v)", f"to match k of shape ({M}, {K})"]),
-    ("rel_k", (N, M, K + 1), [f"({N}, {M}, {K})", f"to match q and k of shape ({N}, {K})"]),
-    ("rel_v", (N, M, V + 1), [f"({N}, {M}, {V})", f"to match q and v of shape ({M}, {V})"]),
+    ("k", (K,), [f"(..., m, {K})", (N, K)], ["q"]),
+    ("v", (V,), [f"(..., {M}, v)", (M, K)], ["k"]),
+    ("rel_k", (N, M, K + 1), [f"({N}, {M}, {K})", (N, K)], ["q", "k"]),
+    ("rel_v", (N, M, V + 1), [f"({N}, {M}, {V})", (M, V)], ["q", "v"]),
 ])
-def test_shaw_attention_names_an_argument_of_the_wrong_shape(name, shape, expected):
+def test_shaw_attention_names_an_argument_of_the_wrong_shape(name, shape, expected, others):
     args = good()
     args[name] = np.zeros(shape)
-    with raises_naming(ValueError, name, *expected):
+    with raises_message(ValueError, name, names=others, shapes=[*expected, shape]):
         shaw_attention(**args)
 
 
@@ -42,16 +42,16 @@ def test_shaw_attention_names_an_argument_of_the_wrong_shape(name, shape, expect
 def test_shaw_attention_names_an_argument_holding_nan(name):
     args = good()
     args[name][(0,) * args[name].ndim] = np.nan
-    with raises_naming(ValueError, name):
+    with raises_message(ValueError, name):
         shaw_attention(**args)
 
 
 def test_shaw_relative_embeddings_errors_name_the_argument():
-    with raises_naming(ValueError, "m"):
+    with raises_message(ValueError, "m"):
         shaw_relative_embeddings(2, 0, np.zeros((3, 1)))
-    with raises_naming(TypeError, "table"):
+    with raises_message(TypeError, "table"):
         shaw_relative_embeddings(2, 2, np.zeros((3, 1), dtype=bool))
-    with raises_naming(ValueError, "table", "(2K+1, k)"):
+    with raises_message(ValueError, "table", shapes=["(2K+1, k)"]):
         shaw_relative_embeddings(2, 2, np.zeros(3))
 
 
@@ -69,9 +69,9 @@ def test_shaw_attention_with_a_given_scale_matches_the_loop():
 
 
 def test_shaw_attention_names_a_bad_normalize_and_scale():
-    with raises_naming(ValueError, "normalize", "softmax"):
+    with raises_message(ValueError, "normalize", values=["sparsemax"], options=["softmax", "l2", "relu2", "none"]):
         shaw_attention(**good(), normalize="sparsemax")
-    with raises_naming(ValueError, "scale"):
+    with raises_message(ValueError, "scale"):
         shaw_attention(**good(), scale=float("nan"))
 
 
@@ -80,7 +80,7 @@ def test_shaw_attention_without_features_says_the_default_scale_is_undefined():
     for batch in [(), (2,)]:
         args = good()
         args.update(q=np.zeros(batch + (N, 0)), k=np.zeros((M, 0)), rel_k=np.zeros((N, M, 0)))
-        with raises_naming(ValueError, "q", "width k = 0", f"shape {batch + (N, 0)}"):
+        with raises_message(ValueError, "q", names=["k", "scale"], shapes=[batch + (N, 0)], says="undefined"):
             shaw_attention(**args)
         # with a scale given there is nothing to divide by: every score is 0, so the weights are uniform
         z = shaw_attention(**args, scale=0.5)
@@ -112,7 +112,7 @@ def test_shaw_attention_checks_the_scale_in_the_dtype_of_the_scores():
     args["q"] = (args["q"] * 1e-4).astype(np.float16)
     z = shaw_attention(**args, scale=1e5)
     assert z.dtype == np.float16 and np.all(np.isfinite(z))
-    with raises_naming(ValueError, "scale", "float32"):
+    with raises_message(ValueError, "scale", dtypes=["float32"]):
         shaw_attention(**args, scale=1e39)
     # one float32 operand of q and k makes the scores float32, where 1e5 is fine, in either order;
     # small queries keep the scaled scores of order 1, and the result is the loop's
@@ -144,7 +144,8 @@ def test_float16_relative_scores_are_computed_in_float32():
     got = shaw_attention(q, k, k, rel_k, rel_v, scale=1e5)
     ref = shaw_attention(q.astype(np.float32), k, k, rel_k.astype(np.float32), rel_v, scale=1e5)
     assert got.dtype == np.float32 and np.array_equal(got, ref)
-    with raises_naming(ValueError, "scale * q . rel_k", "float32"):
+    with raises_message(ValueError, "rel_k", names=["scale", "q"], shapes=[(3, 4), (3, 3, 4)], dtypes=["float32"],
+                            says="overflow", remedy=("shrink",)):
         shaw_attention(q, k, k, rel_k, rel_v, scale=1e37)
 
 
@@ -177,13 +178,14 @@ def test_a_scale_beyond_float32_is_refused_before_any_score_is_computed():
     rng = np.random.default_rng(8)
     q = rng.normal(size=(3, 4)).astype(np.float32)
     r = np.zeros((3, 3, 4), np.float32)
-    with raises_naming(ValueError, "scale", "not representable in float32"):
+    with raises_message(ValueError, "scale", values=[1e39], dtypes=["float32"], says="not representable"):
         shaw_attention(q, q, q, r, r, scale=1e39)
     # q . rel_k = 4e30 is finite in float32; times the scale 1e10 it is not
     ones, big = np.ones((3, 4), np.float32), np.full((3, 3, 4), 1e30, np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with raises_naming(ValueError, "scale * q . rel_k", "float32"):
+        with raises_message(ValueError, "rel_k", names=["scale", "q"], shapes=[(3, 4), (3, 3, 4)], dtypes=["float32"],
+                            says="overflow", remedy=("shrink",)):
             shaw_attention(ones, ones, ones, big, r, scale=1e10)
 
 
@@ -191,7 +193,8 @@ def test_a_float64_rel_k_beyond_float32_is_an_error_naming_the_relative_scores()
     """With float32 q and k the scores are float32; a float64 rel_k of 1e39 cannot join them,
     and the error names the relative scores, not an internal argument."""
     q = np.ones((3, 4), np.float32)
-    with raises_naming(ValueError, "scale * q . rel_k", "float32"):
+    with raises_message(ValueError, "rel_k", names=["scale", "q"], shapes=[(3, 4), (3, 3, 4)], dtypes=["float32"],
+                            says="overflow", remedy=("shrink",)):
         shaw_attention(q, q, q, np.full((3, 3, 4), 1e39), np.zeros((3, 3, 4)))
 
 

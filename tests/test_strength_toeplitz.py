@@ -3,11 +3,11 @@
 import numpy as np
 
 from attncore._toeplitz import toeplitz
-from strength import raises_naming
+from messages import raises_message
 
 
 def test_errors_name_diagonals_and_the_expected_length():
-    with raises_naming(TypeError, "diagonals"):
+    with raises_message(TypeError, "diagonals"):
         toeplitz(np.array([True, False, True]))
-    with raises_naming(ValueError, "diagonals", "(..., 2n-1)"):
+    with raises_message(ValueError, "diagonals", shapes=["(..., 2n-1)"]):
         toeplitz(np.float64(1.0))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import attncore as ac
+from messages import raises_message
 
 
 def least_squares(seed=0, n=40, d=3, e=2):
@@ -56,7 +56,7 @@ def test_a_wrong_gradient_does_not_reach_the_solution():
 def test_a_step_beyond_two_over_the_curvature_diverges_and_is_reported():
     loss_and_grad, design, _, _ = least_squares()
     lipschitz = np.linalg.eigvalsh(design.T @ design / len(design)).max()
-    with np.errstate(over="ignore", invalid="ignore"), pytest.raises(ValueError, match="diverged"):
+    with np.errstate(over="ignore", invalid="ignore"), raises_message(ValueError, "loss_and_grad", says="diverged", remedy=("lower", "lr")):
         ac.gradient_descent(loss_and_grad, [np.zeros((3, 2)), np.zeros(2)], steps=5000, lr=2.5 / lipschitz)
 
 
