@@ -312,6 +312,8 @@ PERM_MATRIX_MISTAKES = (
             "vector e_perm[i], so that `P @ x == x[perm]`.", lambda p: np.eye(len(p))[:, p]),
     Mistake("one_based", "perm counts from 0 here (numpy's indices), not from 1.",
             lambda p: np.eye(len(p))[np.asarray(p) - 1]),
+    Mistake("one_based", "perm counts from 0 here (numpy's indices), not from 1.",
+            lambda p: (np.asarray(p)[:, None] - 1 == np.arange(len(p))).astype(float)),
     Mistake("identity", "this is the identity: the entries must follow perm.", lambda p: np.eye(len(p))),
 )
 

@@ -46,6 +46,8 @@ __all__ = ["EXERCISES", "Result", "check"]
 EXERCISES: dict[str, str] = {name: spec.title for name, spec in EXERCISE_TABLE.items()}
 
 _TODO = "not implemented yet"
+# problems found when the values are right: no wrong variant explains them
+_RIGHT_VALUES = frozenset({"dtype_changed", "not_boolean", "mutates_input", "not_simplified"})
 
 
 @dataclass(frozen=True)
@@ -119,12 +121,17 @@ def check(exercise: str, fn: Callable[..., Any]) -> Result:
 def _diagnose(spec, cases, expected, got, problem):
     """``(mistake id, explanation)``: the first known wrong variant that agrees with the
     reference on the cases the function passed and with the function on the failing one;
-    else the generic problem the comparison found."""
+    else the generic problem the comparison found.  Right values in a wrong form (dtype, a
+    changed input, a form sympy cannot simplify) are reported as such."""
+    if problem[0] in _RIGHT_VALUES:
+        return problem
     for mistake in spec.mistakes:
         outputs = [spec.run(mistake.variant, case) for case in cases]
         if all(spec.compare(ref, out, case) is None for ref, out, case in zip(expected, outputs[:-1], cases)) \
                 and spec.same(outputs[-1], got, cases[-1]):
-            return mistake.id, mistake.why
+            why = mistake.why + (f" (The claims ledger's row {mistake.claim} rejects the same variant.)"
+                                 if mistake.claim else "")
+            return mistake.id, why
     return problem
 
 
