@@ -33,6 +33,9 @@ kind of argument) with a short message that names the argument and the shapes.
 NaN and infinities are rejected unless documented (``-inf`` in a bias, score or
 logit means "masked"); counts must be integers, and scalars must be real numbers
 representable in the dtype they are used in (see ``attncore/_checks.py``).
+
+A submodule, ``practice``, grades a reader's own solutions to the exercises of
+the practice notebooks (``from attncore.practice import check``).
 """
 
 from attncore._attention import (
@@ -84,6 +87,7 @@ from attncore._synthesizer import (
     synthesizer_attention,
     synthesizer_costs,
 )
+from attncore import practice  # noqa: F401  (the grader of the practice notebooks, a submodule)
 from attncore._toeplitz import toeplitz
 from attncore._train import adam, gradient_descent
 from attncore._vjp import (
