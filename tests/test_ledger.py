@@ -27,6 +27,7 @@ from claims_ledger import (  # noqa: E402
     load_ledger,
     reader_text_problems,
     strength_problems,
+    overcorrections,
     tautology,
     unmarked_corrections,
 )
@@ -370,6 +371,9 @@ def test_every_row_that_describes_a_slip_is_on_the_errata_page(ledger):
         "The post writes the covariance as $1_d$; it is the identity.",
         "The document calls it a tensor product; the sign is garbled.",
         "The notes credit the paper with an argument it does not make.",
+        "The document's sentence garbles the constraint as a parameter.",
+        "The post misstates the reach of the citation.",
+        "The document's citation supports less: this row corrects the reach of that citation.",
     ],
 )
 def test_unmarked_correction_is_found_and_corrects_clears_it(ledger, note):
@@ -386,7 +390,9 @@ CORRECTIONS = {
     "ln-parameter-names": "LayerNorm's parameter names",
     "scaling-purpose": "the 'local extremum' reason for the scale",
     "sinusoid-motivation-attribution": "the argument credited to the sinusoid's authors",
-    "la-rank-head-size": "the rank bound of linear attention",
+    "synth-mixture-weights": "the constraint sum(alpha) = 1 called a learnable parameter",
+    "bias-prior-conjecture": "the reach of the PaLM citation",
+    "synth-mixtures-keep-token-to-token": "no Synthesizer said to keep the token-to-token form",
     "la-performer-covariance": "the covariance written 1_d",
     "la-softmax-sum-index": "the summation index of the first display",
     "la-reused-letters": "n and m with two meanings each",
@@ -407,6 +413,12 @@ CORRECTIONS = {
 # rows regraded because the source is right in its own setting: not errata
 NOT_ERRATA = ("weights-open-interval", "normalisation-avoids-overflow", "cost-list-omits-output-projection",
               "rp-urpe-shorter-inputs", "self-attention-not-invariant",
+              # the post assumes phi(Q) in R^(n x d); the bound d is right there
+              "la-rank-head-size",
+              # the post says the rows "need not" sum to 1 and that URPE "can" solve the probe
+              "rp-urpe-breaks-row-sums",
+              # constant queries and keys give a constant score matrix, whatever the width
+              "synth-random-is-fixed-q-and-k",
               # O(L^2) with D fixed, a hypothesis the notes state in the same sentence
               "total-cost-quadratic",
               # the notes say in the same sentence that FFN and LN act on each token separately,
@@ -418,6 +430,33 @@ NOT_ERRATA = ("weights-open-interval", "normalisation-avoids-overflow", "cost-li
 def test_right_in_its_own_setting_is_not_an_erratum(ledger, cid):
     row = next(c for c in ledger["claims"] if c["id"] == cid)
     assert row["verdict"] in ("checked", "proved") and row not in errata_rows(ledger)
+
+
+def test_no_row_whose_note_says_the_source_is_right_is_an_erratum(ledger):
+    """The other half of the errata page's calibration: a listed row must not call the source right."""
+    problems = overcorrections(ledger)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "The statement is right in its own setting: the post assumes a width-preserving map.",
+        "The post's statement is right: it says the rows need not sum to 1.",
+        "The notes are right for the attention they define.",
+    ],
+)
+def test_a_row_that_calls_the_source_right_is_not_listed(note):
+    listed = {**GOOD, "note": note, "corrects": {"slip": "What the source writes.", "fix": "What is right."}}
+    assert overcorrections({"claims": [listed]}) != []
+    assert overcorrections({"claims": [{**GOOD, "note": note}]}) == []
+    assert unmarked_corrections({"claims": [{**GOOD, "note": note}]}) == []
+
+
+def test_an_empirical_reading_is_cited_not_graded_as_expressivity(ledger):
+    """The document's "not degenerate" is its reading of a results table: cited, not qualified."""
+    row = next(c for c in ledger["claims"] if c["id"] == "synth-not-degenerate")
+    assert row["verdict"] == "cited" and row not in errata_rows(ledger)
 
 
 @pytest.mark.parametrize("cid", sorted(CORRECTIONS))

@@ -519,3 +519,30 @@ def test_factorized_dense_from_one_hidden_layer_has_the_rank_of_its_products(f, 
     assert f != 2 or ranks == (6, 9)
     dense = dense_scores(x, w1, rng.normal(size=(f, n)), b1=b1, b2=rng.normal(size=n))
     assert np.linalg.matrix_rank(dense) <= f + 1 < n
+
+
+@given(seed=seeds, n=st.integers(3, 7))
+def test_mixtures_with_vanilla_keep_token_to_token(seed, n):
+    """D+V and R+V keep entry (i, j) a function of token j; Dense and Random do not read token j."""
+    rng = np.random.default_rng(seed)
+    d, k = 3, 2
+    x = rng.normal(size=(n, d))
+    w_q, w_k = rng.normal(size=(2, d, k))
+    w1, w2, r = rng.normal(size=(d, 4)), rng.normal(size=(4, n)), rng.normal(size=(n, n))
+    logits = rng.normal(size=2)
+
+    def vanilla(x):  # by hand: the loop over pairs, not attncore
+        return np.array([[x[i] @ w_q @ w_k.T @ x[j] / math.sqrt(k) for j in range(n)] for i in range(n)])
+
+    t = int(rng.integers(n))
+    y = x.copy()
+    y[t] += 1.0 + rng.random(d)
+    others = np.arange(n) != t
+    for pure in (lambda x: random_scores(r, n), lambda x: dense_scores(x, w1, w2)):
+        assert np.array_equal(pure(y)[others, t], pure(x)[others, t])
+    for pure in (lambda x: random_scores(r, n), lambda x: dense_scores(x, w1, w2)):
+        mixed = [mixture_scores([pure(z), vanilla(z)], logits) for z in (x, y)]
+        alpha = mixture_weights(logits)
+        expected = alpha[1] * (vanilla(y) - vanilla(x))[others, t]
+        np.testing.assert_allclose((mixed[1] - mixed[0])[others, t], expected, rtol=1e-9, atol=1e-12)
+        assert np.abs(expected).max() > 0

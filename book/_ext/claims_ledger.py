@@ -24,7 +24,8 @@ errata page lists the row under it.  The errata page lists every ``refuted`` and
 ``qualified`` row and every row with ``corrects:`` (:func:`errata_rows`), so a
 correction made under a ``checked``, ``proved`` or ``cited`` row is listed too;
 :func:`unmarked_corrections` finds rows whose text describes a slip of the
-source but that carry no ``corrects:``.
+source but that carry no ``corrects:``, and :func:`overcorrections` the listed rows whose note
+says the source is right in its own setting.
 
 Evidence items are either ``notebooks/<file>.ipynb#<cell-tag>`` (a tagged cell
 of a notebook, executed by nbval and by the book build) or a pytest node id
@@ -82,9 +83,19 @@ CLAIM_SCHEMA = {
 # Words with which a row's text says that the source got something wrong: such a row
 # must be on the errata page, so it is refuted or qualified or carries ``corrects:``.
 CORRECTION_WORDS = re.compile(
-    r"\b(typo|misprint|slip|garbled|misattribut\w*|the wrong way round|should (?:be|read)|"
+    r"\b(typo|misprint|slip|garbl(?:e|es|ed|ing)|misattribut\w*|misstat\w*|misquot\w*|overstat\w*|"
+    r"the wrong way round|should (?:be|read)|"
     r"(?:the )?(?:post|notes|document|article|paper|source)(?:'s)? (?:writes?|wrote|calls?|credits?)|"
-    r"(?:is|are) (?:wrong|swapped|exchanged)|it is the identity|the opposite of the notes)\b",
+    r"(?:is|are) (?:wrong|false|swapped|exchanged)|it is the identity|the opposite of the notes|"
+    r"(?:corrects|beyond) the reach of)\b",
+    re.I,
+)
+# Words with which a row's note says that the source is right in its own setting: such a row
+# states where that setting ends and is not an erratum (refuted, qualified or ``corrects:``).
+RIGHT_WORDS = re.compile(
+    r"\b(right in (?:its|their) own setting|"
+    r"(?:the )?(?:post|notes|document|article|source)(?:'s (?:statement|claim|bound|sentence|words))? "
+    r"(?:is|are) right(?! only)|(?:states?|says?) (?:it|this|so) correctly)\b",
     re.I,
 )
 # Words about how the book was made, which have no place in a row a reader sees.
@@ -523,6 +534,19 @@ def unmarked_corrections(ledger: dict) -> list[str]:
             match = CORRECTION_WORDS.search(" ".join(text.split()))
             if match:
                 found.append(f"{entry['id']}: its {field} says {match.group(0)!r} but it has no 'corrects:'")
+                break
+    return found
+
+
+def overcorrections(ledger: dict) -> list[str]:
+    """Rows on the errata page whose note or hypothesis says the source is right in its own setting."""
+    found = []
+    for entry in errata_rows(ledger):
+        for field in ("note", "hypothesis"):
+            text = entry.get(field)
+            match = RIGHT_WORDS.search(" ".join(text.split())) if isinstance(text, str) else None
+            if match:
+                found.append(f"{entry['id']}: its {field} says {match.group(0)!r} but the errata page lists it")
                 break
     return found
 
