@@ -23,10 +23,21 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attncore._attention import attention, attention_weights, merge_heads, multi_head_attention, split_heads
+from attncore._attention import (
+    BLOCK_ROWS,
+    _block,
+    _prepare,
+    _scores,
+    _weights as _numerators,
+    attention,
+    attention_weights,
+    merge_heads,
+    multi_head_attention,
+    split_heads,
+)
 from attncore._linear import linear
 from attncore._block import BlockParams, ffn, transformer_block
-from attncore._checks import as_float_array, batch_shape, check_axis, check_count, check_real
+from attncore._checks import as_float_array, batch_shape, check_axis, check_bool, check_count, check_real
 from attncore._norms import _feature_param, layer_norm
 from attncore._positional import rope
 from attncore._shaw import shaw_attention
@@ -226,7 +237,7 @@ def _qkv(q, k, v, g, scale):
         scale = 1.0 / np.sqrt(q.shape[-1])
     elif scale is not None:
         scale = float(check_real(scale, "scale", compute_dtype(q, k)))
-    return (q, k, v), [a.astype(work) for a in (q, k, v, g)], scale
+    return (q, k, v), [a.astype(work, copy=False) for a in (q, k, v, g)], scale
 
 
 def attention_vjp(
@@ -287,6 +298,14 @@ def attention_vjp(
     A key no query may attend has a column of :math:`A` equal to 0, and so
     ``dk = dv = 0`` in its row.
 
+    Row :math:`i` of :math:`dS` needs row :math:`i` of :math:`A` only, so the
+    backward runs :data:`attncore._attention.BLOCK_ROWS` query rows at a time, as
+    :func:`attncore.attention` does: it recomputes the block's weights, adds the
+    block's shares to :math:`dK` and :math:`dV`, and no ``(..., n, m)`` array
+    exists at once (the weights and :math:`dS` of one block, about a quarter of
+    one ``n x m`` matrix at ``n = 2048``).  With ``causal=True`` a block skips the
+    keys after its last query.
+
     Examples
     --------
     The rows of ``dk`` sum to ``dk`` of a shift of every key by the same
@@ -301,14 +320,60 @@ def attention_vjp(
     True
     """
     args, (q, k, v, g), scale = _qkv(q, k, v, g, scale)
-    a = attention_weights(q, k, mask=mask, bias=bias, scale=scale, causal=causal)  # (..., n, m)
-    dv = np.swapaxes(a, -1, -2) @ g  # (..., m, v)
-    da = g @ np.swapaxes(v, -1, -2)  # (..., n, m)
-    ds = a * (da - (da * a).sum(axis=-1, keepdims=True))  # (..., n, m)
-    dq = ds @ k * scale  # (..., n, k)
-    dk = np.swapaxes(ds, -1, -2) @ q * scale  # (..., m, k)
+    q, k, mask, bias, _, _ = _prepare(q, k, mask, bias, scale, "softmax")  # q * scale; mask and bias checked
+    dq, dk, dv = _attention_backward(q, k, v, g, mask, bias, scale, check_bool(causal, "causal"))
     grads = (_unbroadcast(dq, args[0].shape), _unbroadcast(dk, args[1].shape), _unbroadcast(dv, args[2].shape))
     return _result(*zip(("dq", "dk", "dv"), grads, args))
+
+
+def _attention_backward(q, k, v, g, mask, bias, scale, causal, out=None):
+    """``(dq, dk, dv)`` of softmax attention, a block of :data:`BLOCK_ROWS` query rows at a time.
+
+    ``q`` is already scaled (``q * scale``) and every array is in the compute dtype; ``mask`` and
+    ``bias`` as :func:`attncore._attention._prepare` returns them.  Only the weights of one block,
+    ``(..., BLOCK_ROWS, m)``, and their gradients exist at once; ``dk`` and ``dv`` are accumulated
+    block by block.  With ``out``, the forward's output kept, ``rowsum(dA * A)`` is ``rowsum(G * O)``.
+    """
+    n, m = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], g.shape[:-2])
+    dq = np.zeros(batch + q.shape[-2:], q.dtype)  # (..., n, k)
+    dk, dv = np.zeros(batch + k.shape[-2:], q.dtype), np.zeros(batch + v.shape[-2:], q.dtype)  # (..., m, k), (..., m, v)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow of a score is found and named by _scores
+        for start in range(0, n, BLOCK_ROWS):
+            rows = slice(start, min(start + BLOCK_ROWS, n))  # a block of query rows
+            keys = slice(0, min(rows.stop, m) if causal else m)  # causal: no key after the block's last query
+            a = _block_weights(q, k, mask, bias, rows, keys, start if causal else None)  # (..., b, keys)
+            g_rows = g[..., rows, :]  # (..., b, v)
+            delta = None if out is None else np.einsum("...ij,...ij->...i", g_rows, out[..., rows, :])[..., None]
+            grads = _attention_rows_vjp(a, q[..., rows, :], k[..., keys, :], v[..., keys, :], g_rows, delta)
+            del a  # before the next block's weights exist
+            np.multiply(grads[0], scale, out=dq[..., rows, :])
+            dk[..., keys, :] += grads[1]
+            dv[..., keys, :] += grads[2]
+    return dq, dk, dv
+
+
+def _block_weights(q, k, mask, bias, rows, keys, first):
+    """The softmax weights of the query ``rows`` over the ``keys`` (``q`` scaled), as :func:`attncore.attention` computes them."""
+    blocks = [None if b is None else _block(b, rows, keys) for b in (mask, bias)]
+    e, total = _numerators(_scores(q[..., rows, :], k[..., keys, :], *blocks, first), "softmax", k.shape[-2])
+    return np.divide(e, total, out=e)  # (..., b, keys)
+
+
+def _attention_rows_vjp(a, q, k, v, g, delta=None):
+    """The backward of one block of query rows: weights ``a`` (..., b, keys), ``q`` scaled (..., b, k).
+
+    Returns ``dq / scale`` (..., b, k) and this block's shares of ``dk`` (..., keys, k) and ``dv`` (..., keys, v).
+    """
+    dv = np.swapaxes(a, -1, -2) @ g  # (..., keys, v): dV = A^T G, this block's rows
+    ds = g @ np.swapaxes(v, -1, -2)  # (..., b, keys): dA = G V^T, turned into dS in place
+    if delta is None:  # rowsum(dA * A), = rowsum(G * O) when the output O is kept
+        delta = np.einsum("...ij,...ij->...i", ds, a)[..., None]  # (..., b, 1)
+    ds -= delta
+    ds *= a  # dS = A * (dA - rowsum(dA * A)): the softmax's vjp, row by row
+    dq = ds @ k  # (..., b, k): dQ = s dS K, times s by the caller
+    dk = np.swapaxes(ds, -1, -2) @ q  # (..., keys, k): dK = s dS^T Q, with q already scaled
+    return dq, dk, dv
 
 
 def attention_bias_vjp(
