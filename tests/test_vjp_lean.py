@@ -131,3 +131,71 @@ def test_float32_sums_over_262144_tokens_are_right_to_rounding():
     dx, dgamma, dbeta = ac.layer_norm_vjp(z, np.full(z.shape, tenth), gamma=np.ones(2, np.float32), eps=0.0)
     assert np.abs(dbeta.astype(np.float64) - exact).max() <= np.spacing(np.float32(exact))
     assert np.abs(np.abs(dgamma.astype(np.float64)) - exact).max() <= np.spacing(np.float32(exact))
+
+
+# --------------------------------------------------------------------------------------
+# The trainers: a loss of the wrong type is a TypeError at the first step; a run that
+# diverges stops and is reported, so a sweep of learning rates can include diverging rates.
+# --------------------------------------------------------------------------------------
+def _quadratic(p):
+    return float(np.sum((p[0] - 3) ** 2)), [2 * (p[0] - 3)]
+
+
+@pytest.mark.parametrize("trainer", [ac.gradient_descent, ac.adam])
+@pytest.mark.parametrize("loss", ["1.0", 1.0 + 0j, np.ones(2), True, None, [1.0]])
+def test_trainers_reject_a_loss_of_the_wrong_type_at_the_first_step(trainer, loss):
+    seen = []
+
+    def loss_and_grad(p):
+        seen.append(1)
+        return loss, [np.zeros(2)]
+
+    with pytest.raises(TypeError, match="loss") as error:
+        trainer(loss_and_grad, [np.zeros(2)], steps=5, lr=0.1)
+    assert len(seen) == 1 and type(loss).__name__ in str(error.value)  # at the first step, naming what came back
+
+
+@pytest.mark.parametrize("trainer", [ac.gradient_descent, ac.adam])
+@pytest.mark.parametrize("grads, kind", [("0.0", TypeError), (np.zeros(2), TypeError), ([np.zeros(2) + 1j], TypeError),
+                                         (0.0, TypeError), ([np.zeros(3)], ValueError)])
+def test_trainers_reject_gradients_of_the_wrong_type_at_the_first_step(trainer, grads, kind):
+    with pytest.raises(kind, match="gradient"):
+        trainer(lambda p: (1.0, grads), [np.zeros(2)], steps=5, lr=0.1)
+
+
+@pytest.mark.parametrize("trainer", [ac.gradient_descent, ac.adam])
+def test_trainers_reject_a_result_that_is_not_a_pair(trainer):
+    with pytest.raises(TypeError, match="pair"):
+        trainer(lambda p: 1.0, [np.zeros(2)], steps=5, lr=0.1)
+
+
+def test_a_learning_rate_sweep_includes_diverging_rates():
+    """(p - 3)^2 has curvature 2: gradient descent converges for lr < 1 and diverges beyond."""
+    runs = {}
+    with np.errstate(over="ignore", invalid="ignore"):  # the loss itself overflows
+        for lr in (0.1, 0.5, 0.99, 1.2, 1.5, 10.0):
+            runs[lr] = ac.gradient_descent(_quadratic, [np.zeros(1)], steps=3000, lr=lr)
+    assert all(runs[lr].diverged_at is None and abs(runs[lr].params[0][0] - 3) < 1e-6 for lr in (0.1, 0.5, 0.99))
+    for lr in (1.2, 1.5, 10.0):
+        t = runs[lr].diverged_at
+        assert t is not None and np.isfinite(runs[lr].losses[:t]).all() and not np.isfinite(runs[lr].losses[t:]).any()
+        assert np.isfinite(runs[lr].params[0]).all()
+    assert runs[10.0].diverged_at < runs[1.5].diverged_at < runs[1.2].diverged_at  # the faster, the sooner
+
+
+def test_a_non_finite_gradient_during_training_stops_the_run_too():
+    calls = []
+
+    def loss_and_grad(p):
+        calls.append(1)
+        return 1.0, [np.full(2, np.inf if len(calls) == 4 else 1.0)]
+
+    result = ac.adam(loss_and_grad, [np.zeros(2)], steps=10, lr=0.1)
+    assert result.diverged_at == 3 and len(calls) == 4 and np.isfinite(result.params[0]).all()
+    params, losses = result  # unpacks as before
+    assert losses.shape == (10,)
+
+
+def test_a_loss_that_is_not_finite_at_the_start_is_an_error():
+    with pytest.raises(ValueError, match="starting point"):
+        ac.gradient_descent(lambda p: (np.nan, [np.zeros(2)]), [np.zeros(2)], steps=3, lr=0.1)
