@@ -211,7 +211,7 @@ def _layer_norm_forward(x, gamma, beta, eps=1e-5):
 def _layer_norm_grads(xhat, r, eps, g, gamma):
     """``(dx, dgamma, dbeta)`` of layer norm: ``dx = r (h - mean h - xhat mean(h xhat))``, ``h = g gamma``."""
     if not np.all(np.isfinite(r)):
-        token = np.unravel_index(np.argmax(~np.isfinite(r)), r.shape)[:-1]
+        token = tuple(int(i) for i in np.unravel_index(np.argmax(~np.isfinite(r)), r.shape)[:-1])
         if eps == 0 and not np.any(xhat[token]):
             raise ValueError(f"the input of layer norm has a token whose entries are all equal (token {token}), so "
                              "variance 0 and eps = 0: layer norm has no derivative there; pass eps > 0")
@@ -328,14 +328,18 @@ def _weights(s, normalize, mask):
     return attention_weights(zeros_q, zeros_k, bias=s, scale=1.0, mask=mask, normalize=normalize)
 
 
-def _weights_vjp(w, g, normalize):
-    """``ds`` from the weights ``w`` (..., n, m) and the upstream ``g``: each derivative is a function of ``w``."""
+def _weights_vjp(w, g, normalize, relu=None):
+    """``ds`` from the weights ``w`` (..., n, m) and the upstream ``g``: each derivative is a function of ``w``.
+
+    For ``"relu2"``, ``relu`` (the scores' positive parts, 0 where masked) replaces ``sqrt(m w)``, which
+    is 0 where ``w = relu(s)**2 / m`` underflows although ``relu(s)`` does not.
+    """
     if normalize == "softmax":  # w = e / sum(e)
         return w * (g - (g * w).sum(axis=-1, keepdims=True))
     if normalize == "l2":  # w = e / ||e||
         return w * (g - w * (g * w).sum(axis=-1, keepdims=True))
     if normalize == "relu2":  # w = relu(s)**2 / m, so relu(s) = sqrt(m w)
-        return 2 * g * np.sqrt(w / w.shape[-1])
+        return 2 * g * (np.sqrt(w / w.shape[-1]) if relu is None else relu / w.shape[-1])
     return g * w  # "none": w = exp(s)
 
 
@@ -404,7 +408,10 @@ def normalize_vjp(
     g = _upstream(g, s.shape, "s")
     work = compute_dtype(s, g)
     w = _weights(s.astype(work), normalize, mask)  # (..., n, m)
-    return _result(("ds", _weights_vjp(w, g.astype(work), normalize), s))
+    relu = None
+    if normalize == "relu2":  # from s itself: w = relu(s)**2 / m may underflow
+        relu = np.maximum(s.astype(work), 0) if mask is None else np.where(mask, np.maximum(s.astype(work), 0), 0)
+    return _result(("ds", _weights_vjp(w, g.astype(work), normalize, relu), s))
 
 
 def _qkv(q, k, v, g, scale):
@@ -501,8 +508,10 @@ def attention_vjp(
     >>> bool(np.abs(dk.sum(axis=0)).max() < 1e-14)
     True
     """
-    args, (q, k, v, g), scale = _qkv(q, k, v, g, scale)
-    q, k, mask, bias, _, _ = _prepare(q, k, mask, bias, scale, "softmax")  # q * scale; mask and bias checked
+    args, (_, _, v, g), scale = _qkv(q, k, v, g, scale)
+    # checked as attention() checks them, in the dtype of its scores; the backward runs in that of every argument
+    q, k, mask, bias, _, _ = _prepare(args[0], args[1], mask, bias, scale, "softmax")  # q * scale
+    q, k, bias = (None if a is None else a.astype(v.dtype, copy=False) for a in (q, k, bias))
     dq, dk, dv = _attention_backward(q, k, v, g, mask, bias, scale, check_bool(causal, "causal"))
     grads = (_unbroadcast(dq, args[0].shape), _unbroadcast(dk, args[1].shape), _unbroadcast(dv, args[2].shape))
     return AttentionGrads(*_result(*zip(("dq", "dk", "dv"), grads, args)))
@@ -625,9 +634,14 @@ def attention_bias_vjp(
     True
     """
     args, (q, k, v, g), scale = _qkv(q, k, v, g, scale)
+    _prepare(args[0], args[1], mask, bias, scale, normalize)  # checked as attention() checks them, in its dtype
     w = attention_weights(q, k, mask=mask, bias=bias, scale=scale, normalize=normalize, causal=causal)
+    relu = None
+    if normalize == "relu2":  # from the scores: w = relu(s)**2 / m may underflow where relu(s) does not
+        scaled, keys, masks, biases, _, _ = _prepare(q, k, mask, bias, scale, normalize)
+        relu = np.maximum(_scores(scaled, keys, masks, biases, 0 if causal else None), 0)  # (..., n, m)
     dv = np.swapaxes(w, -1, -2) @ g  # (..., m, v)
-    ds = _weights_vjp(w, g @ np.swapaxes(v, -1, -2), normalize)  # (..., n, m)
+    ds = _weights_vjp(w, g @ np.swapaxes(v, -1, -2), normalize, relu)  # (..., n, m)
     dq = ds @ k * scale  # (..., n, k)
     dk = np.swapaxes(ds, -1, -2) @ q * scale  # (..., m, k)
     # without a bias, dbias is that of a zero bias in the dtype of the scores
@@ -657,7 +671,9 @@ def relative_bias_vjp(g: ArrayLike) -> np.ndarray:
     TypeError
         If ``g`` is not an array of real numbers.
     ValueError
-        If ``g`` has fewer than 2 axes, an axis of length 0, or holds NaN or ``+-inf``.
+        If ``g`` has fewer than 2 axes, an axis of length 0, or holds NaN or
+        ``+-inf``; if an entry of the table overflows the dtype of ``g`` (the
+        sums are accumulated in at least float64 and rounded once).
 
     See Also
     --------
@@ -683,8 +699,9 @@ def relative_bias_vjp(g: ArrayLike) -> np.ndarray:
     n, m = g.shape[-2], g.shape[-1]
     if n == 0 or m == 0:
         raise ValueError(f"g must have n >= 1 and m >= 1 (relative_bias needs both), got shape {g.shape}")
-    diagonals = [np.trace(g, offset=r, axis1=-2, axis2=-1) for r in range(-(n - 1), m)]  # t_r, r = j - i
-    return np.stack(diagonals, axis=-1)  # (..., n + m - 1)
+    acc = np.result_type(g, np.float64)  # a diagonal of float16 or float32 sums in float64, then is rounded once
+    diagonals = [np.trace(g, offset=r, axis1=-2, axis2=-1, dtype=acc) for r in range(-(n - 1), m)]  # t_r, r = j - i
+    return _result(("dtable", np.stack(diagonals, axis=-1), g))  # (..., n + m - 1)
 
 
 def rope_vjp(
@@ -1054,7 +1071,9 @@ def shaw_relative_embeddings_vjp(g: ArrayLike, clip: int) -> np.ndarray:
     TypeError
         If ``g`` is not an array of real numbers or ``clip`` not an integer.
     ValueError
-        If ``g`` is not ``(n, m, k)`` or holds NaN or ``+-inf``; if ``clip < 0``.
+        If ``g`` is not ``(n, m, k)`` or holds NaN or ``+-inf``; if ``clip < 0``;
+        if a row of the table overflows the dtype of ``g`` (the sums are
+        accumulated in at least float64 and rounded once).
 
     See Also
     --------
@@ -1077,9 +1096,9 @@ def shaw_relative_embeddings_vjp(g: ArrayLike, clip: int) -> np.ndarray:
     clip = check_count(clip, "clip", minimum=0)
     n, m = g.shape[0], g.shape[1]
     offsets = np.clip(np.arange(m)[None, :] - np.arange(n)[:, None], -clip, clip) + clip  # (n, m)
-    table = np.zeros((2 * clip + 1, g.shape[2]), g.dtype)  # (2K + 1, k)
+    table = np.zeros((2 * clip + 1, g.shape[2]), np.result_type(g, np.float64))  # (2K + 1, k), summed in float64
     np.add.at(table, offsets, g)
-    return table
+    return _result(("dtable", table, g))
 
 
 def multi_head_attention_vjp(
