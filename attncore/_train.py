@@ -88,7 +88,7 @@ def _describe(value):
 
 def gradient_descent(
     loss_and_grad: Callable[[list[np.ndarray]], tuple[float, list[np.ndarray]]], params: Sequence[ArrayLike], *, steps: int, lr: float
-) -> tuple[list[np.ndarray], np.ndarray]:
+) -> TrainResult:
     r"""Plain gradient descent: ``p <- p - lr * dL/dp``, ``steps`` times.
 
     Parameters
@@ -175,7 +175,7 @@ def adam(
     beta1: float = 0.9,
     beta2: float = 0.999,
     eps: float = 1e-8,
-) -> tuple[list[np.ndarray], np.ndarray]:
+) -> TrainResult:
     r"""Adam (Kingma and Ba, 2015): gradient steps scaled by running moments.
 
     Parameters
