@@ -51,6 +51,19 @@ def test_block_vjp_recomputes_each_sublayer_once(calls, placement, products):
     assert "linear" not in calls and "multi_head_attention" not in calls  # no forward run only to validate
 
 
+def test_shaw_vjp_computes_its_weights_once(monkeypatch):
+    import attncore._shaw as shaw_module
+
+    counts = []
+    for module in (shaw_module, vjp_module):  # the forward's weights, and any the backward would form itself
+        original = module.attention_weights
+        monkeypatch.setattr(module, "attention_weights", lambda *a, f=original, **kw: counts.append(1) or f(*a, **kw))
+    rng = np.random.default_rng(4)
+    q, k, v, g = rng.normal(size=(3, 2)), rng.normal(size=(4, 2)), rng.normal(size=(4, 5)), rng.normal(size=(3, 5))
+    ac.shaw_attention_vjp(q, k, v, rng.normal(size=(3, 4, 2)), rng.normal(size=(3, 4, 5)), g)
+    assert len(counts) == 1  # not once to validate and once more to differentiate
+
+
 def test_multi_head_vjp_recomputes_attention_once(calls):
     rng = np.random.default_rng(1)
     x, g, w = rng.normal(size=(4, 6)), rng.normal(size=(4, 6)), [rng.normal(size=(6, 6)) for _ in range(4)]
@@ -71,6 +84,7 @@ def _f16_cases(rng):
         "multi_head_attention_vjp": (ac.multi_head_attention_vjp, (r(5, 8), r(8, 8), r(8, 8), r(8, 8), r(8, 8), 2, r(5, 8)),
                                      dict(b_q=r(8), b_o=r(8))),
         "transformer_block_vjp": (ac.transformer_block_vjp, (r(5, 8), p, 2, r(5, 8)), dict(placement="pre")),
+        "shaw_attention_vjp": (ac.shaw_attention_vjp, (r(5, 4), r(6, 4), r(6, 3), r(5, 6, 4), r(5, 6, 3), r(5, 3)), {}),
     }
 
 
