@@ -40,6 +40,7 @@ from numpy.typing import ArrayLike
 from attncore._attention import (
     BLOCK_ROWS,
     _block,
+    _finish,
     _merge_heads,
     _mha_args,
     _prepare,
@@ -634,12 +635,7 @@ def attention_bias_vjp(
     True
     """
     args, (q, k, v, g), scale = _qkv(q, k, v, g, scale)
-    _prepare(args[0], args[1], mask, bias, scale, normalize)  # checked as attention() checks them, in its dtype
-    w = attention_weights(q, k, mask=mask, bias=bias, scale=scale, normalize=normalize, causal=causal)
-    relu = None
-    if normalize == "relu2":  # from the scores: w = relu(s)**2 / m may underflow where relu(s) does not
-        scaled, keys, masks, biases, _, _ = _prepare(q, k, mask, bias, scale, normalize)
-        relu = np.maximum(_scores(scaled, keys, masks, biases, 0 if causal else None), 0)  # (..., n, m)
+    w, relu = _dense_weights(args[0], args[1], mask, bias, scale, normalize, check_bool(causal, "causal"), q.dtype)
     dv = np.swapaxes(w, -1, -2) @ g  # (..., m, v)
     ds = _weights_vjp(w, g @ np.swapaxes(v, -1, -2), normalize, relu)  # (..., n, m)
     dq = ds @ k * scale  # (..., n, k)
@@ -649,6 +645,18 @@ def attention_bias_vjp(
         as_float_array(bias, "bias", finite="-inf")  # validated by attention_weights
     grads = [_unbroadcast(d, a.shape) for d, a in zip((dq, dk, dv, ds), args + (bias,))]
     return AttentionBiasGrads(*_result(*zip(("dq", "dk", "dv", "dbias"), grads, args + (bias,))))
+
+
+def _dense_weights(q, k, mask, bias, scale, normalize, causal, work):
+    """The weights ``(..., n, m)`` as :func:`attncore.attention_weights` forms them, with its checks (made
+    in the dtype of its scores), computed in ``work``; and for ``"relu2"`` the scores' positive parts."""
+    q, k, mask, bias, _, _ = _prepare(q, k, mask, bias, scale, normalize)  # q * scale
+    q, k, bias = (None if a is None else a.astype(work, copy=False) for a in (q, k, bias))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is found and named by _scores and _finish
+        s = _scores(q, k, mask, bias, 0 if causal else None)  # (..., n, m), -inf where masked
+        relu = np.maximum(s, 0) if normalize == "relu2" else None  # w = relu(s)**2 / m may underflow; relu(s) not
+        e, total = _numerators(s, normalize, k.shape[-2])
+        return _finish(e / total, work, "a weight", normalize), relu
 
 
 def relative_bias_vjp(g: ArrayLike) -> np.ndarray:
