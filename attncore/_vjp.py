@@ -54,7 +54,7 @@ from attncore._block import BlockParams, _block_args
 from attncore._checks import as_float_array, batch_shape, check_axis, check_bool, check_count, check_real
 from attncore._norms import _feature_param, _standardize
 from attncore._positional import rope
-from attncore._shaw import _shaw_weights
+from attncore._shaw import _relative_scores, _shaw_args
 from attncore._softmax import compute_dtype, softmax
 
 
@@ -1042,9 +1042,10 @@ def shaw_attention_vjp(
     args = [as_float_array(a, name) for a, name in ((q, "q"), (k, "k"), (v, "v"), (rel_k, "rel_k"), (rel_v, "rel_v"))]
     g = as_float_array(g, "g")
     work = compute_dtype(*args, g)
-    # the forward's checks, and its weights, in the compute dtype (float16 is rounded once, at the end)
-    args_work, s, w = _shaw_weights(*(a.astype(work, copy=False) for a in args), mask, scale, normalize)
-    q, k, v, rel_k, rel_v = args_work
+    # the forward's checks, and its weights once, in the compute dtype (float16 is rounded once, at the end)
+    (q, k, v, rel_k, rel_v), s, dtype = _shaw_args(*(a.astype(work, copy=False) for a in args), scale, normalize)
+    bias = _relative_scores(q, rel_k, s, dtype)  # (..., n, m), the relative scores
+    w = attention_weights(q, k, mask=mask, bias=bias, scale=s, normalize=normalize)  # (..., n, m)
     g = _upstream(g, batch_shape(("q", q, 2), ("k", k, 2), ("v", v, 2)) + (q.shape[-2], v.shape[-1]),
                   "the output (..., n, v)").astype(work, copy=False)
     dw = g @ np.swapaxes(v, -1, -2) + np.einsum("...nv,nmv->...nm", g, rel_v)
