@@ -441,9 +441,7 @@ def split_heads(x: ArrayLike, num_heads: int) -> np.ndarray:
     True
     """
     x = as_float_array(x, "x", ("...", "n", "d"))
-    h = _num_heads(num_heads, x.shape[-1])
-    x = x.reshape(*x.shape[:-1], h, x.shape[-1] // h)  # (..., n, h, k)
-    return np.swapaxes(x, -2, -3)  # (..., h, n, k)
+    return _split_heads(x, _num_heads(num_heads, x.shape[-1]))  # (..., h, n, k)
 
 
 def merge_heads(x: ArrayLike) -> np.ndarray:
@@ -471,9 +469,7 @@ def merge_heads(x: ArrayLike) -> np.ndarray:
     split_heads : the inverse.
     multi_head_attention : where the heads are concatenated.
     """
-    x = as_float_array(x, "x", ("...", "h", "n", "k"))
-    x = np.swapaxes(x, -2, -3)  # (..., n, h, k)
-    return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])  # (..., n, h*k)
+    return _merge_heads(as_float_array(x, "x", ("...", "h", "n", "k")))  # (..., n, h*k)
 
 
 def multi_head_attention(
@@ -566,6 +562,21 @@ def multi_head_attention(
     ...                  multi_head_attention(x, *w, 2)[perm]))
     True
     """
+    x, context, _, h, mask, causal = _mha_args(x, (w_q, w_k, w_v, w_o), num_heads, (b_q, b_k, b_v, b_o), context, mask, causal)
+    q = split_heads(linear(x, w_q, b_q, name="w_q"), h)  # (..., h, n, k)
+    k = split_heads(linear(context, w_k, b_k, name="w_k"), h)  # (..., h, m, k)
+    v = split_heads(linear(context, w_v, b_v, name="w_v"), h)  # (..., h, m, k)
+    heads = attention(q, k, v, mask=mask, causal=causal)  # (..., h, n, k)
+    return linear(merge_heads(heads), w_o, b_o, name="w_o")  # (..., n, d)
+
+
+def _mha_args(x, weights, num_heads, biases, context, mask, causal):
+    """Validate the arguments of :func:`multi_head_attention`, each under the caller's name.
+
+    Returns ``(x, context, weights and biases, h, mask, causal)``: ``context`` is ``x`` in
+    self-attention, the eight parameters are arrays (a bias may be None) in the order
+    ``w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o``, and ``mask`` is ``(..., 1, n, m)``, the same for every head.
+    """
     x = as_float_array(x, "x", ("...", "n", "d"))
     d = x.shape[-1]
     if d == 0:
@@ -574,20 +585,25 @@ def multi_head_attention(
     h = _num_heads(num_heads, d)
     causal = check_bool(causal, "causal")
     # Every parameter is checked here, under the caller's name, before linear() sees it.
-    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
-        as_float_array(w, name, (d, d))
-    for name, b in (("b_q", b_q), ("b_k", b_k), ("b_v", b_v), ("b_o", b_o)):
-        if b is not None:
-            as_float_array(b, name, (d,))
+    params = [as_float_array(w, name, (d, d)) for name, w in zip(("w_q", "w_k", "w_v", "w_o"), weights)]
+    params += [None if b is None else as_float_array(b, name, (d,)) for name, b in zip(("b_q", "b_k", "b_v", "b_o"), biases)]
     shape = batch_shape(("x", x, 2), ("context", context, 2)) + (x.shape[-2], context.shape[-2])
     if mask is not None:
         mask = check_mask(mask, shape, "the scores (..., n, m)")
         mask = np.expand_dims(np.broadcast_to(mask, shape), -3)  # (..., 1, n, m)
-    q = split_heads(linear(x, w_q, b_q, name="w_q"), h)  # (..., h, n, k)
-    k = split_heads(linear(context, w_k, b_k, name="w_k"), h)  # (..., h, m, k)
-    v = split_heads(linear(context, w_v, b_v, name="w_v"), h)  # (..., h, m, k)
-    heads = attention(q, k, v, mask=mask, causal=causal)  # (..., h, n, k)
-    return linear(merge_heads(heads), w_o, b_o, name="w_o")  # (..., n, d)
+    return x, context, params, h, mask, causal
+
+
+def _split_heads(x, h):
+    """:func:`split_heads` of a checked array: ``(..., n, d) -> (..., h, n, d/h)``."""
+    x = x.reshape(*x.shape[:-1], h, x.shape[-1] // h)  # (..., n, h, k)
+    return np.swapaxes(x, -2, -3)  # (..., h, n, k)
+
+
+def _merge_heads(x):
+    """:func:`merge_heads` of a checked array: ``(..., h, n, k) -> (..., n, h*k)``."""
+    x = np.swapaxes(x, -2, -3)  # (..., n, h, k)
+    return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])  # (..., n, h*k)
 
 
 def _num_heads(num_heads, d):

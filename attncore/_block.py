@@ -255,11 +255,7 @@ def transformer_block(
     ...                  transformer_block(x, p, 2, placement="pre")[perm]))
     True
     """
-    if not isinstance(params, BlockParams):
-        raise TypeError(f"params must be a BlockParams, got {type(params).__name__}")
-    check_choice(placement, "placement", ("post", "pre", "branch"))
-    x = as_float_array(x, "x", ("...", "n", "d"))
-    p = _checked_params(params, x.shape[-1])
+    x, p = _block_args(x, params, placement)
 
     def mha(z):
         return multi_head_attention(
@@ -281,6 +277,15 @@ def transformer_block(
         return h + ln2(ffn(h, p.w1, p.b1, p.w2, p.b2))
     h = x + mha(ln1(x))
     return h + ffn(ln2(h), p.w1, p.b1, p.w2, p.b2)
+
+
+def _block_args(x, params, placement):
+    """Validate the arguments of :func:`transformer_block` but ``num_heads`` and ``mask``: ``(x, params)``."""
+    if not isinstance(params, BlockParams):
+        raise TypeError(f"params must be a BlockParams, got {type(params).__name__}")
+    check_choice(placement, "placement", ("post", "pre", "branch"))
+    x = as_float_array(x, "x", ("...", "n", "d"))
+    return x, _checked_params(params, x.shape[-1])
 
 
 def _checked_params(params, d):

@@ -287,7 +287,7 @@ def batch_norm(
     return _affine(_standardize(x, tuple(range(x.ndim - 1)), eps), gamma, beta).astype(x.dtype, copy=False)
 
 
-def _standardize(x, axes, eps, *, centre=True):
+def _standardize(x, axes, eps, *, centre=True, rate=False):
     """``(x - mean) / sqrt(var + eps)`` over ``axes`` (population variance), or
     ``x / sqrt(mean(x**2) + eps)`` with ``centre=False``; in at least float32.
 
@@ -300,11 +300,14 @@ def _standardize(x, axes, eps, *, centre=True):
     and ``eps * 4**-p`` is formed in float64 (or wider); where it overflows,
     ``var y <= 4`` is below its rounding error and the factor is ``2**p / sqrt(eps)``.
     A group with zero variance and ``eps = 0`` gives 0, the limit as ``eps -> 0``.
+    With ``rate=True`` it also returns ``r = (var x + eps)**-1/2`` per group, in float64 (or
+    wider; ``inf`` where ``r`` overflows it, or for zero variance with ``eps = 0``), which
+    the backward pass needs.
     """
     work = compute_dtype(x)  # float16 accumulates in float32
     x = x.astype(work, copy=False)
     if x.size == 0:  # no groups, or groups without entries: nothing to normalise (and no mean of nothing)
-        return x.copy()
+        return (x.copy(), np.ones(np.sum(x, axis=axes, keepdims=True).shape)) if rate else x.copy()
     top = np.max(np.abs(x), axis=axes, keepdims=True)  # one per group
     p = np.frexp(top)[1]  # top < 2**p (p = 0 for an all-zero group)
     y = np.ldexp(x, -p)  # |y| < 1 and max |y| >= 1/2 unless the group is 0
@@ -319,7 +322,11 @@ def _standardize(x, axes, eps, *, centre=True):
     if np.any(huge):
         factor[huge] = np.ldexp(1 / np.sqrt(stats.type(eps)), p[huge])
     # factor is inf only where every deviation is 0; clip so that 0 * factor = 0, not NaN.
-    return y * np.minimum(factor, np.finfo(work).max).astype(work)
+    out = y * np.minimum(factor, np.finfo(work).max).astype(work)
+    if not rate:
+        return out
+    with np.errstate(over="ignore"):
+        return out, np.ldexp(factor, -p)  # r = factor / 2**p, of x itself
 
 
 def _affine(y, gamma, beta):

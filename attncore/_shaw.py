@@ -161,6 +161,16 @@ def shaw_attention(
     >>> bool(np.allclose(z[0], z[1]))
     False
     """
+    (q, k, v, rel_k, rel_v), scale, score_dtype = _shaw_args(q, k, v, rel_k, rel_v, scale, normalize)
+    rel_scores = _relative_scores(q, rel_k, scale, score_dtype)  # (..., n, m): s q_i . a^K_ij
+    # e_ij = s q_i . k_j + s q_i . a^K_ij: the relative scores join attention's as a bias
+    weights = attention_weights(q, k, mask=mask, bias=rel_scores, scale=scale, normalize=normalize)  # (..., n, m)
+    return weights @ v + np.einsum("...nm,nmv->...nv", weights, rel_v)  # (..., n, v): sum_j alpha_ij (v_j + a^V_ij)
+
+
+def _shaw_args(q, k, v, rel_k, rel_v, scale, normalize):
+    """Validate the arguments of :func:`shaw_attention` (``mask`` is checked by attention_weights):
+    return them as arrays, the scale, and the dtype of attention's scores."""
     q = as_float_array(q, "q", ("...", "n", "k"))
     k = as_float_array(k, "k", ("...", "m", q.shape[-1]), match=("q", q))
     v = as_float_array(v, "v", ("...", k.shape[-2], "v"), match=("k", k))
@@ -175,10 +185,7 @@ def shaw_attention(
         scale = 1.0 / np.sqrt(q.shape[-1])
     else:
         scale = float(check_real(scale, "scale", score_dtype))
-    rel_scores = _relative_scores(q, rel_k, scale, score_dtype)  # (..., n, m): s q_i . a^K_ij
-    # e_ij = s q_i . k_j + s q_i . a^K_ij: the relative scores join attention's as a bias
-    weights = attention_weights(q, k, mask=mask, bias=rel_scores, scale=scale, normalize=normalize)  # (..., n, m)
-    return weights @ v + np.einsum("...nm,nmv->...nv", weights, rel_v)  # (..., n, v): sum_j alpha_ij (v_j + a^V_ij)
+    return (q, k, v, rel_k, rel_v), scale, score_dtype
 
 
 def _relative_scores(q, rel_k, scale, dtype):

@@ -11,11 +11,33 @@ rounding of the BLAS library the products run on).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from numbers import Real
+from typing import NamedTuple, Optional
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from attncore._checks import as_float_array, check_count, check_positive, check_real
+
+class TrainResult(NamedTuple):
+    """What a trainer returns: the parameters and the loss before each update.
+
+    A run whose loss (or a gradient) stops being finite stops there and reports it instead of
+    raising, so that a sweep of learning rates can include rates that diverge on purpose:
+    ``losses[t]`` is ``inf`` or NaN from the step that diverged on, ``params`` are those of the
+    last finite loss, and :attr:`diverged_at` is that step (None for a run that did not diverge).
+    It unpacks as ``params, losses = adam(...)``.
+    """
+
+    params: list
+    losses: np.ndarray
+
+    @property
+    def diverged_at(self) -> Optional[int]:
+        """The step whose loss or gradient was not finite (the run stopped there), or None."""
+        bad = np.flatnonzero(~np.isfinite(self.losses))
+        return int(bad[0]) if bad.size else None
+
 
 def _start(loss_and_grad, params, steps, lr):
     """Validate the arguments shared by the trainers; return float64 copies of ``params``."""
@@ -27,24 +49,46 @@ def _start(loss_and_grad, params, steps, lr):
     return params, check_count(steps, "steps", minimum=0), check_positive(lr, "lr")
 
 
-def _evaluate(loss_and_grad, params):
-    """``(loss, grads)`` at ``params``, checked: a finite loss and one finite gradient per parameter, of its shape."""
-    loss, grads = loss_and_grad([p.copy() for p in params])
-    loss = float(loss)
-    if not np.isfinite(loss):
-        raise ValueError(f"loss_and_grad returned the loss {loss}: training diverged (lower lr)")
+def _evaluate(loss_and_grad, params, step):
+    """``(loss, grads)`` at ``params``, checked: a real loss and one real gradient per parameter, of its shape.
+
+    ``grads`` is None when the loss or a gradient is not finite (the run diverged); at ``step`` 0,
+    before any update, that is an error of ``loss_and_grad`` or of the starting point instead.
+    """
+    returned = loss_and_grad([p.copy() for p in params])
+    if not isinstance(returned, tuple) or len(returned) != 2:
+        raise TypeError(f"loss_and_grad must return a pair (loss, list of gradients), got {_describe(returned)}")
+    loss, grads = returned
+    if isinstance(loss, (bool, np.bool_)) or not isinstance(loss, (Real, np.ndarray)) or np.ndim(loss) != 0 \
+            or np.asarray(loss).dtype.kind not in "fiu":
+        raise TypeError(f"loss_and_grad must return a real number as the loss, got {_describe(loss)}; "
+                        "return float(loss) for a scalar array")
+    if isinstance(grads, (str, np.ndarray)) or not isinstance(grads, Sequence):
+        raise TypeError(f"loss_and_grad must return a list of gradients, one per parameter, got {_describe(grads)}")
     if len(grads) != len(params):
         raise ValueError(f"loss_and_grad returned {len(grads)} gradients for {len(params)} parameters")
-    grads = [as_float_array(g, f"gradient {i} of loss_and_grad") for i, g in enumerate(grads)]
+    grads = [as_float_array(g, f"gradient {i} of loss_and_grad", finite=False) for i, g in enumerate(grads)]
     for i, (g, p) in enumerate(zip(grads, params)):
         if g.shape != p.shape:
             raise ValueError(f"gradient {i} of loss_and_grad has shape {g.shape}, its parameter {p.shape}")
-    return loss, grads
+    loss = float(loss)
+    if np.isfinite(loss) and all(np.all(np.isfinite(g)) for g in grads):
+        return loss, grads
+    if step == 0:
+        raise ValueError(f"loss_and_grad returned the loss {loss} or a gradient that is not finite at the starting "
+                         "point, before any update: not a run that diverged; check the loss and the parameters")
+    return (loss if not np.isfinite(loss) else np.nan), None
+
+
+def _describe(value):
+    """The type of ``value``, and its shape for an array, for a message."""
+    shape = f" of shape {value.shape}" if isinstance(value, np.ndarray) else ""
+    return f"{type(value).__name__}{shape} {str(value)[:40]!r}"
 
 
 def gradient_descent(
     loss_and_grad: Callable[[list[np.ndarray]], tuple[float, list[np.ndarray]]], params: Sequence[ArrayLike], *, steps: int, lr: float
-) -> tuple[list[np.ndarray], np.ndarray]:
+) -> TrainResult:
     r"""Plain gradient descent: ``p <- p - lr * dL/dp``, ``steps`` times.
 
     Parameters
@@ -61,20 +105,26 @@ def gradient_descent(
 
     Returns
     -------
-    params : list of ndarray
-        The parameters after ``steps`` updates.
-    losses : ndarray, shape (steps,)
-        The loss before each update.
+    TrainResult
+        A NamedTuple ``(params, losses)``: the parameters after ``steps``
+        updates and the loss before each update.  A run whose loss or a
+        gradient stops being finite stops there, without raising: ``losses``
+        is ``inf`` or NaN from that step on, ``params`` are those of the last
+        finite loss, and ``.diverged_at`` is that step (None otherwise).
 
     Raises
     ------
     TypeError
         If ``loss_and_grad`` is not callable, ``params`` not a non-empty list
-        of real arrays, ``steps`` not an integer or ``lr`` not a real number.
+        of real arrays, ``steps`` not an integer or ``lr`` not a real number;
+        if ``loss_and_grad`` does not return a pair of a real number (not a
+        string, a complex number, a bool or an array with axes) and a list of
+        real arrays, checked at every step, the first included.
     ValueError
         If a parameter holds NaN or ``+-inf``, ``steps < 0`` or ``lr`` is not
-        finite and ``> 0``; if ``loss_and_grad`` returns a loss that is not
-        finite (training diverged) or gradients that do not match the parameters.
+        finite and ``> 0``; if ``loss_and_grad`` returns gradients that do not
+        match the parameters, or a loss or gradient that is not finite at the
+        starting point (before any update, nothing has diverged).
 
     See Also
     --------
@@ -96,13 +146,24 @@ def gradient_descent(
     ...                                   [np.array(0.0)], steps=100, lr=0.1)
     >>> float(params[0].round(6)), bool(losses[-1] < losses[0])
     (3.0, True)
+
+    A step beyond ``2 / curvature`` (here 2 / 2) diverges: the run stops and says where.
+
+    >>> with np.errstate(over="ignore"):  # the loss overflows to inf
+    ...     result = gradient_descent(lambda p: (float((p[0] - 3) ** 2), [2 * (p[0] - 3)]),
+    ...                               [np.array(0.0)], steps=2000, lr=1.5)
+    >>> result.diverged_at is not None and bool(np.isinf(result.losses[result.diverged_at]))
+    True
     """
     params, steps, lr = _start(loss_and_grad, params, steps, lr)
-    losses = np.empty(steps)
+    losses = np.full(steps, np.nan)
     for t in range(steps):
-        losses[t], grads = _evaluate(loss_and_grad, params)
-        params = [p - lr * g for p, g in zip(params, grads)]
-    return params, losses
+        losses[t], grads = _evaluate(loss_and_grad, params, t)
+        if grads is None:  # diverged: stop, and report it in the losses
+            break
+        with np.errstate(over="ignore", invalid="ignore"):  # a step that overflows shows in the next loss
+            params = [p - lr * g for p, g in zip(params, grads)]
+    return TrainResult(params, losses)
 
 
 def adam(
@@ -114,7 +175,7 @@ def adam(
     beta1: float = 0.9,
     beta2: float = 0.999,
     eps: float = 1e-8,
-) -> tuple[list[np.ndarray], np.ndarray]:
+) -> TrainResult:
     r"""Adam (Kingma and Ba, 2015): gradient steps scaled by running moments.
 
     Parameters
@@ -130,9 +191,8 @@ def adam(
 
     Returns
     -------
-    params : list of ndarray
-    losses : ndarray, shape (steps,)
-        As in :func:`gradient_descent`.
+    TrainResult
+        ``(params, losses)``, as in :func:`gradient_descent`.
 
     Raises
     ------
@@ -172,11 +232,13 @@ def adam(
         raise ValueError(f"beta1 and beta2 must be < 1, got {beta1} and {beta2}")
     eps = check_positive(eps, "eps")
     m, v = [np.zeros_like(p) for p in params], [np.zeros_like(p) for p in params]
-    losses = np.empty(steps)
+    losses = np.full(steps, np.nan)
     for t in range(1, steps + 1):
-        losses[t - 1], grads = _evaluate(loss_and_grad, params)
-        for i, g in enumerate(grads):
+        losses[t - 1], grads = _evaluate(loss_and_grad, params, t - 1)
+        if grads is None:  # diverged: stop, and report it in the losses
+            break
+        for i, g in enumerate(grads):  # Adam's step is at most about lr: no overflow
             m[i] = beta1 * m[i] + (1 - beta1) * g
             v[i] = beta2 * v[i] + (1 - beta2) * g * g
             params[i] = params[i] - lr * (m[i] / (1 - beta1**t)) / (np.sqrt(v[i] / (1 - beta2**t)) + eps)
-    return params, losses
+    return TrainResult(params, losses)

@@ -11,25 +11,50 @@ lines of its own (the normalised token of layer norm): no state is kept
 between the forward and the backward pass.
 
 Gradients with respect to an argument that was broadcast over batch axes are
-summed over those axes, so every gradient has the shape of its argument.
-float16 input is computed in float32 and rounded once, as in the forward
-functions; a gradient beyond the range of the result's dtype is an error.
+summed over those axes, so every gradient has the shape of its argument, and
+its dtype.  float16 input is computed in float32 and every gradient rounded
+once at the end, as in the forward functions; sums over tokens (the gradient
+of a weight, a bias, a layer norm's scale and shift) accumulate in at least
+float64; a gradient beyond the range of its dtype is an error.
+
+**Return convention.** A vjp with one gradient returns that array.  A vjp with
+more returns a NamedTuple whose fields are the forward's parameters with a
+``d`` in front, in the forward's order: ``dq, dk, dv = attention_vjp(...)``
+unpacks as a tuple, and ``grads.dw_q`` names a field.  A block's parameters
+come back as the structure they went in, a :class:`attncore.BlockParams`
+(``transformer_block_vjp(...).dparams.w_q``).  Each public vjp validates its
+arguments once, recomputes its forward once (multi-head attention: the
+projections and the attention output) and runs it backwards; attention's
+weights are recomputed a block of query rows at a time, in the backward as in
+the forward, so that no ``(..., n, m)`` array exists.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple, Optional
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attncore._attention import attention, attention_weights, merge_heads, multi_head_attention, split_heads
-from attncore._linear import linear
-from attncore._block import BlockParams, ffn, transformer_block
-from attncore._checks import as_float_array, batch_shape, check_axis, check_count, check_real
-from attncore._norms import _feature_param, layer_norm
+from attncore._attention import (
+    BLOCK_ROWS,
+    _block,
+    _finish,
+    _merge_heads,
+    _mha_args,
+    _prepare,
+    _scores,
+    _split_heads,
+    _weights as _numerators,
+    attention,
+    attention_weights,
+)
+from attncore._block import BlockParams, _block_args
+from attncore._checks import as_float_array, batch_shape, check_axis, check_bool, check_count, check_real
+from attncore._norms import _feature_param, _standardize
 from attncore._positional import rope
-from attncore._shaw import shaw_attention
+from attncore._shaw import _relative_scores, _shaw_args
 from attncore._softmax import compute_dtype, softmax
 
 
@@ -65,6 +90,175 @@ def _unbroadcast(grad, shape):
     grad = grad.sum(axis=tuple(range(lead))) if lead > 0 else grad
     axes = tuple(i for i, size in enumerate(shape) if size == 1 and grad.shape[i] != 1)
     return grad.sum(axis=axes, keepdims=True) if axes else grad
+
+
+class AttentionGrads(NamedTuple):
+    """The gradients :func:`attention_vjp` returns, one per array argument of :func:`attncore.attention`."""
+
+    dq: np.ndarray
+    dk: np.ndarray
+    dv: np.ndarray
+
+
+class AttentionBiasGrads(NamedTuple):
+    """The gradients :func:`attention_bias_vjp` returns."""
+
+    dq: np.ndarray
+    dk: np.ndarray
+    dv: np.ndarray
+    dbias: np.ndarray
+
+
+class ShawGrads(NamedTuple):
+    """The gradients :func:`shaw_attention_vjp` returns."""
+
+    dq: np.ndarray
+    dk: np.ndarray
+    dv: np.ndarray
+    drel_k: np.ndarray
+    drel_v: np.ndarray
+
+
+class LinearGrads(NamedTuple):
+    """The gradients :func:`linear_vjp` returns (``db`` that of a bias, passed or not)."""
+
+    dx: np.ndarray
+    dw: np.ndarray
+    db: np.ndarray
+
+
+class FFNGrads(NamedTuple):
+    """The gradients :func:`ffn_vjp` returns, one per parameter of :func:`attncore.ffn`."""
+
+    dx: np.ndarray
+    dw1: np.ndarray
+    db1: np.ndarray
+    dw2: np.ndarray
+    db2: np.ndarray
+
+
+class LayerNormGrads(NamedTuple):
+    """The gradients :func:`layer_norm_vjp` returns when ``gamma`` or ``beta`` is given."""
+
+    dx: np.ndarray
+    dgamma: np.ndarray
+    dbeta: np.ndarray
+
+
+class MultiHeadGrads(NamedTuple):
+    """The gradients :func:`multi_head_attention_vjp` returns, one per argument of
+    :func:`attncore.multi_head_attention` (``dcontext`` None in self-attention)."""
+
+    dx: np.ndarray
+    dw_q: np.ndarray
+    dw_k: np.ndarray
+    dw_v: np.ndarray
+    dw_o: np.ndarray
+    db_q: np.ndarray
+    db_k: np.ndarray
+    db_v: np.ndarray
+    db_o: np.ndarray
+    dcontext: Optional[np.ndarray] = None
+
+
+class BlockGrads(NamedTuple):
+    """What :func:`transformer_block_vjp` returns: ``dx`` and the parameters' gradients as a
+    :class:`attncore.BlockParams` (None where the parameter is None)."""
+
+    dx: np.ndarray
+    dparams: BlockParams
+
+
+# The backward passes below share these steps.  They take arrays already checked and cast to
+# the compute dtype, and check nothing: each public vjp validates its arguments once, first.
+
+
+def _token_sum(a):
+    """``a`` (..., e) summed over every token (every axis but the last), accumulated in at least float64."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1]).sum(axis=0, dtype=np.result_type(a, np.float64))
+
+
+def _affine_map(x, w, b):
+    """``x @ w + b`` (``b`` may be None)."""
+    y = x @ w  # (..., n, e)
+    if b is not None:
+        y += b
+    return y
+
+
+def _linear_grads(x, w, g):
+    """``(dx, dw, db)`` of ``x @ w + b``; the sums over tokens (``dw``, ``db``) accumulate in at least float64."""
+    tokens, acc = math.prod(x.shape[:-1]), np.result_type(x, np.float64)
+    tokens_x = x.reshape(tokens, x.shape[-1]).astype(acc, copy=False)  # (tokens, d)
+    tokens_g = g.reshape(tokens, g.shape[-1]).astype(acc, copy=False)  # (tokens, e)
+    return g @ w.T, tokens_x.T @ tokens_g, tokens_g.sum(axis=0)  # (..., n, d), (d, e), (e,)
+
+
+def _ffn_grads(x, pre, w1, w2, g):
+    """``(dx, dw1, db1, dw2, db2)`` of the FFN, from its input ``x`` and hidden layer ``pre`` before the ReLU."""
+    dr, dw2, db2 = _linear_grads(np.maximum(pre, 0), w2, g)
+    dx, dw1, db1 = _linear_grads(x, w1, dr * (pre > 0))  # the ReLU's derivative, 0 at 0
+    return dx, dw1, db1, dw2, db2
+
+
+def _layer_norm_forward(x, gamma, beta, eps=1e-5):
+    """Layer norm of ``x`` and what its backward needs, ``(xhat, r)``: the token normalised and
+    ``r = (var + eps)**-1/2`` per token, both from the scale-robust :func:`attncore._norms._standardize`."""
+    xhat, r = _standardize(x, (-1,), eps, rate=True)
+    y = xhat if gamma is None else xhat * gamma
+    return (y if beta is None else y + beta), (xhat, r, eps)
+
+
+def _layer_norm_grads(xhat, r, eps, g, gamma):
+    """``(dx, dgamma, dbeta)`` of layer norm: ``dx = r (h - mean h - xhat mean(h xhat))``, ``h = g gamma``."""
+    if not np.all(np.isfinite(r)):
+        token = tuple(int(i) for i in np.unravel_index(np.argmax(~np.isfinite(r)), r.shape)[:-1])
+        if eps == 0 and not np.any(xhat[token]):
+            raise ValueError(f"the input of layer norm has a token whose entries are all equal (token {token}), so "
+                             "variance 0 and eps = 0: layer norm has no derivative there; pass eps > 0")
+        raise ValueError(f"the derivative of layer norm overflows float64 at token {token}: its variance plus eps "
+                         "is below 1e-616; scale the input up or pass a larger eps")
+    h = g if gamma is None else g * gamma
+    centred = h - h.mean(axis=-1, keepdims=True) - xhat * (h * xhat).mean(axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):  # a gradient beyond the dtype is named by _result
+        dx = r.astype(g.dtype) * centred  # (..., n, d)
+    return dx, _token_sum(g * xhat), _token_sum(g)
+
+
+class _Heads(NamedTuple):
+    """What the backward of multi-head attention keeps from its forward: inputs, scaled queries
+    ``q`` (..., h, n, k), keys and values (..., h, m, k), the heads' outputs and their merge (..., n, d)."""
+
+    x: np.ndarray
+    context: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    heads: np.ndarray
+    merged: np.ndarray
+
+
+def _mha_heads(x, context, params, h, mask, causal):
+    """Multi-head attention up to the output projection; ``params`` is ``(w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)``."""
+    w_q, w_k, w_v, _, b_q, b_k, b_v, _ = params
+    q = _split_heads(_affine_map(x, w_q, b_q), h)  # (..., h, n, k)
+    q = q * q.dtype.type(1 / math.sqrt(q.shape[-1]))  # scaled once, as attention() scales it
+    k, v = _split_heads(_affine_map(context, w_k, b_k), h), _split_heads(_affine_map(context, w_v, b_v), h)  # (..., h, m, k)
+    heads = attention(q, k, v, mask=mask, scale=1.0, causal=causal)  # (..., h, n, k)
+    return _Heads(x, context, q, k, v, heads, _merge_heads(heads))
+
+
+def _mha_grads(cache, params, h, mask, causal, g):
+    """``(dx, dcontext, grads of the eight parameters)`` of multi-head attention, from its forward's ``cache``."""
+    w_q, w_k, w_v, w_o = params[:4]
+    dmerged, dw_o, db_o = _linear_grads(cache.merged, w_o, g)
+    scale = 1 / math.sqrt(cache.q.shape[-1])
+    dq, dk, dv = _attention_backward(cache.q, cache.k, cache.v, _split_heads(dmerged, h), mask, None, scale, causal,
+                                     out=cache.heads)  # (..., h, n, k), (..., h, m, k) twice
+    dx, dw_q, db_q = _linear_grads(cache.x, w_q, _merge_heads(dq))
+    dck, dw_k, db_k = _linear_grads(cache.context, w_k, _merge_heads(dk))
+    dcv, dw_v, db_v = _linear_grads(cache.context, w_v, _merge_heads(dv))
+    return dx, dck + dcv, (dw_q, dw_k, dw_v, dw_o, db_q, db_k, db_v, db_o)
 
 
 def softmax_vjp(x: ArrayLike, g: ArrayLike, *, axis: int = -1) -> np.ndarray:
@@ -135,14 +329,18 @@ def _weights(s, normalize, mask):
     return attention_weights(zeros_q, zeros_k, bias=s, scale=1.0, mask=mask, normalize=normalize)
 
 
-def _weights_vjp(w, g, normalize):
-    """``ds`` from the weights ``w`` (..., n, m) and the upstream ``g``: each derivative is a function of ``w``."""
+def _weights_vjp(w, g, normalize, relu=None):
+    """``ds`` from the weights ``w`` (..., n, m) and the upstream ``g``: each derivative is a function of ``w``.
+
+    For ``"relu2"``, ``relu`` (the scores' positive parts, 0 where masked) replaces ``sqrt(m w)``, which
+    is 0 where ``w = relu(s)**2 / m`` underflows although ``relu(s)`` does not.
+    """
     if normalize == "softmax":  # w = e / sum(e)
         return w * (g - (g * w).sum(axis=-1, keepdims=True))
     if normalize == "l2":  # w = e / ||e||
         return w * (g - w * (g * w).sum(axis=-1, keepdims=True))
     if normalize == "relu2":  # w = relu(s)**2 / m, so relu(s) = sqrt(m w)
-        return 2 * g * np.sqrt(w / w.shape[-1])
+        return 2 * g * (np.sqrt(w / w.shape[-1]) if relu is None else relu / w.shape[-1])
     return g * w  # "none": w = exp(s)
 
 
@@ -211,7 +409,10 @@ def normalize_vjp(
     g = _upstream(g, s.shape, "s")
     work = compute_dtype(s, g)
     w = _weights(s.astype(work), normalize, mask)  # (..., n, m)
-    return _result(("ds", _weights_vjp(w, g.astype(work), normalize), s))
+    relu = None
+    if normalize == "relu2":  # from s itself: w = relu(s)**2 / m may underflow
+        relu = np.maximum(s.astype(work), 0) if mask is None else np.where(mask, np.maximum(s.astype(work), 0), 0)
+    return _result(("ds", _weights_vjp(w, g.astype(work), normalize, relu), s))
 
 
 def _qkv(q, k, v, g, scale):
@@ -226,7 +427,7 @@ def _qkv(q, k, v, g, scale):
         scale = 1.0 / np.sqrt(q.shape[-1])
     elif scale is not None:
         scale = float(check_real(scale, "scale", compute_dtype(q, k)))
-    return (q, k, v), [a.astype(work) for a in (q, k, v, g)], scale
+    return (q, k, v), [a.astype(work, copy=False) for a in (q, k, v, g)], scale
 
 
 def attention_vjp(
@@ -239,7 +440,7 @@ def attention_vjp(
     bias: ArrayLike | None = None,
     scale: float | None = None,
     causal: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> AttentionGrads:
     r"""Backward pass of :func:`attncore.attention` (softmax): ``(dq, dk, dv)``.
 
     Parameters
@@ -287,6 +488,14 @@ def attention_vjp(
     A key no query may attend has a column of :math:`A` equal to 0, and so
     ``dk = dv = 0`` in its row.
 
+    Row :math:`i` of :math:`dS` needs row :math:`i` of :math:`A` only, so the
+    backward runs :data:`attncore._attention.BLOCK_ROWS` query rows at a time, as
+    :func:`attncore.attention` does: it recomputes the block's weights, adds the
+    block's shares to :math:`dK` and :math:`dV`, and no ``(..., n, m)`` array
+    exists at once (the weights and :math:`dS` of one block, about a quarter of
+    one ``n x m`` matrix at ``n = 2048``).  With ``causal=True`` a block skips the
+    keys after its last query.
+
     Examples
     --------
     The rows of ``dk`` sum to ``dk`` of a shift of every key by the same
@@ -300,15 +509,63 @@ def attention_vjp(
     >>> bool(np.abs(dk.sum(axis=0)).max() < 1e-14)
     True
     """
-    args, (q, k, v, g), scale = _qkv(q, k, v, g, scale)
-    a = attention_weights(q, k, mask=mask, bias=bias, scale=scale, causal=causal)  # (..., n, m)
-    dv = np.swapaxes(a, -1, -2) @ g  # (..., m, v)
-    da = g @ np.swapaxes(v, -1, -2)  # (..., n, m)
-    ds = a * (da - (da * a).sum(axis=-1, keepdims=True))  # (..., n, m)
-    dq = ds @ k * scale  # (..., n, k)
-    dk = np.swapaxes(ds, -1, -2) @ q * scale  # (..., m, k)
+    args, (_, _, v, g), scale = _qkv(q, k, v, g, scale)
+    # checked as attention() checks them, in the dtype of its scores; the backward runs in that of every argument
+    q, k, mask, bias, _, _ = _prepare(args[0], args[1], mask, bias, scale, "softmax")  # q * scale
+    q, k, bias = (None if a is None else a.astype(v.dtype, copy=False) for a in (q, k, bias))
+    dq, dk, dv = _attention_backward(q, k, v, g, mask, bias, scale, check_bool(causal, "causal"))
     grads = (_unbroadcast(dq, args[0].shape), _unbroadcast(dk, args[1].shape), _unbroadcast(dv, args[2].shape))
-    return _result(*zip(("dq", "dk", "dv"), grads, args))
+    return AttentionGrads(*_result(*zip(("dq", "dk", "dv"), grads, args)))
+
+
+def _attention_backward(q, k, v, g, mask, bias, scale, causal, out=None):
+    """``(dq, dk, dv)`` of softmax attention, a block of :data:`BLOCK_ROWS` query rows at a time.
+
+    ``q`` is already scaled (``q * scale``) and every array is in the compute dtype; ``mask`` and
+    ``bias`` as :func:`attncore._attention._prepare` returns them.  Only the weights of one block,
+    ``(..., BLOCK_ROWS, m)``, and their gradients exist at once; ``dk`` and ``dv`` are accumulated
+    block by block.  With ``out``, the forward's output kept, ``rowsum(dA * A)`` is ``rowsum(G * O)``.
+    """
+    n, m = q.shape[-2], k.shape[-2]
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], g.shape[:-2])
+    dq = np.zeros(batch + q.shape[-2:], q.dtype)  # (..., n, k)
+    dk, dv = np.zeros(batch + k.shape[-2:], q.dtype), np.zeros(batch + v.shape[-2:], q.dtype)  # (..., m, k), (..., m, v)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow of a score is found and named by _scores
+        for start in range(0, n, BLOCK_ROWS):
+            rows = slice(start, min(start + BLOCK_ROWS, n))  # a block of query rows
+            keys = slice(0, min(rows.stop, m) if causal else m)  # causal: no key after the block's last query
+            a = _block_weights(q, k, mask, bias, rows, keys, start if causal else None)  # (..., b, keys)
+            g_rows = g[..., rows, :]  # (..., b, v)
+            delta = None if out is None else np.einsum("...ij,...ij->...i", g_rows, out[..., rows, :])[..., None]
+            grads = _attention_rows_vjp(a, q[..., rows, :], k[..., keys, :], v[..., keys, :], g_rows, delta)
+            del a  # before the next block's weights exist
+            np.multiply(grads[0], scale, out=dq[..., rows, :])
+            dk[..., keys, :] += grads[1]
+            dv[..., keys, :] += grads[2]
+    return dq, dk, dv
+
+
+def _block_weights(q, k, mask, bias, rows, keys, first):
+    """The softmax weights of the query ``rows`` over the ``keys`` (``q`` scaled), as :func:`attncore.attention` computes them."""
+    blocks = [None if b is None else _block(b, rows, keys) for b in (mask, bias)]
+    e, total = _numerators(_scores(q[..., rows, :], k[..., keys, :], *blocks, first), "softmax", k.shape[-2])
+    return np.divide(e, total, out=e)  # (..., b, keys)
+
+
+def _attention_rows_vjp(a, q, k, v, g, delta=None):
+    """The backward of one block of query rows: weights ``a`` (..., b, keys), ``q`` scaled (..., b, k).
+
+    Returns ``dq / scale`` (..., b, k) and this block's shares of ``dk`` (..., keys, k) and ``dv`` (..., keys, v).
+    """
+    dv = np.swapaxes(a, -1, -2) @ g  # (..., keys, v): dV = A^T G, this block's rows
+    ds = g @ np.swapaxes(v, -1, -2)  # (..., b, keys): dA = G V^T, turned into dS in place
+    if delta is None:  # rowsum(dA * A), = rowsum(G * O) when the output O is kept
+        delta = np.einsum("...ij,...ij->...i", ds, a)[..., None]  # (..., b, 1)
+    ds -= delta
+    ds *= a  # dS = A * (dA - rowsum(dA * A)): the softmax's vjp, row by row
+    dq = ds @ k  # (..., b, k): dQ = s dS K, times s by the caller
+    dk = np.swapaxes(ds, -1, -2) @ q  # (..., keys, k): dK = s dS^T Q, with q already scaled
+    return dq, dk, dv
 
 
 def attention_bias_vjp(
@@ -322,7 +579,7 @@ def attention_bias_vjp(
     scale: float | None = None,
     normalize: str = "softmax",
     causal: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> AttentionBiasGrads:
     r"""Backward pass of :func:`attncore.attention` with any normalisation, bias included.
 
     Parameters
@@ -378,14 +635,28 @@ def attention_bias_vjp(
     True
     """
     args, (q, k, v, g), scale = _qkv(q, k, v, g, scale)
-    w = attention_weights(q, k, mask=mask, bias=bias, scale=scale, normalize=normalize, causal=causal)
+    w, relu = _dense_weights(args[0], args[1], mask, bias, scale, normalize, check_bool(causal, "causal"), q.dtype)
     dv = np.swapaxes(w, -1, -2) @ g  # (..., m, v)
-    ds = _weights_vjp(w, g @ np.swapaxes(v, -1, -2), normalize)  # (..., n, m)
+    ds = _weights_vjp(w, g @ np.swapaxes(v, -1, -2), normalize, relu)  # (..., n, m)
     dq = ds @ k * scale  # (..., n, k)
     dk = np.swapaxes(ds, -1, -2) @ q * scale  # (..., m, k)
-    bias = ds if bias is None else as_float_array(bias, "bias", finite="-inf")  # validated by attention_weights
+    # without a bias, dbias is that of a zero bias in the dtype of the scores
+    bias = np.broadcast_to(np.zeros((), np.result_type(*args[:2])), ds.shape) if bias is None else \
+        as_float_array(bias, "bias", finite="-inf")  # validated by attention_weights
     grads = [_unbroadcast(d, a.shape) for d, a in zip((dq, dk, dv, ds), args + (bias,))]
-    return _result(*zip(("dq", "dk", "dv", "dbias"), grads, args + (bias,)))
+    return AttentionBiasGrads(*_result(*zip(("dq", "dk", "dv", "dbias"), grads, args + (bias,))))
+
+
+def _dense_weights(q, k, mask, bias, scale, normalize, causal, work):
+    """The weights ``(..., n, m)`` as :func:`attncore.attention_weights` forms them, with its checks (made
+    in the dtype of its scores), computed in ``work``; and for ``"relu2"`` the scores' positive parts."""
+    q, k, mask, bias, _, _ = _prepare(q, k, mask, bias, scale, normalize)  # q * scale
+    q, k, bias = (None if a is None else a.astype(work, copy=False) for a in (q, k, bias))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is found and named by _scores and _finish
+        s = _scores(q, k, mask, bias, 0 if causal else None)  # (..., n, m), -inf where masked
+        relu = np.maximum(s, 0) if normalize == "relu2" else None  # w = relu(s)**2 / m may underflow; relu(s) not
+        e, total = _numerators(s, normalize, k.shape[-2])
+        return _finish(e / total, work, "a weight", normalize), relu
 
 
 def relative_bias_vjp(g: ArrayLike) -> np.ndarray:
@@ -408,7 +679,9 @@ def relative_bias_vjp(g: ArrayLike) -> np.ndarray:
     TypeError
         If ``g`` is not an array of real numbers.
     ValueError
-        If ``g`` has fewer than 2 axes, an axis of length 0, or holds NaN or ``+-inf``.
+        If ``g`` has fewer than 2 axes, an axis of length 0, or holds NaN or
+        ``+-inf``; if an entry of the table overflows the dtype of ``g`` (the
+        sums are accumulated in at least float64 and rounded once).
 
     See Also
     --------
@@ -434,8 +707,9 @@ def relative_bias_vjp(g: ArrayLike) -> np.ndarray:
     n, m = g.shape[-2], g.shape[-1]
     if n == 0 or m == 0:
         raise ValueError(f"g must have n >= 1 and m >= 1 (relative_bias needs both), got shape {g.shape}")
-    diagonals = [np.trace(g, offset=r, axis1=-2, axis2=-1) for r in range(-(n - 1), m)]  # t_r, r = j - i
-    return np.stack(diagonals, axis=-1)  # (..., n + m - 1)
+    acc = np.result_type(g, np.float64)  # a diagonal of float16 or float32 sums in float64, then is rounded once
+    diagonals = [np.trace(g, offset=r, axis1=-2, axis2=-1, dtype=acc) for r in range(-(n - 1), m)]  # t_r, r = j - i
+    return _result(("dtable", np.stack(diagonals, axis=-1), g))  # (..., n + m - 1)
 
 
 def rope_vjp(
@@ -490,7 +764,7 @@ def rope_vjp(
 
 def layer_norm_vjp(
     x: ArrayLike, g: ArrayLike, *, gamma: ArrayLike | None = None, beta: ArrayLike | None = None, eps: float = 1e-5
-) -> np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> np.ndarray | LayerNormGrads:
     r"""Backward pass of :func:`attncore.layer_norm`.
 
     Parameters
@@ -553,28 +827,21 @@ def layer_norm_vjp(
     g = _upstream(g, x.shape, "x")
     # eps is added in float64 by layer_norm: the same check, under the same name.
     eps = float(check_real(eps, "eps", np.result_type(x, np.float64), minimum=0))
-    dtype, work = x.dtype, compute_dtype(x, g)
+    work = compute_dtype(x, g)
     like_x = np.broadcast_to(np.zeros((), work), x.shape)  # x's shape in the compute dtype, for the messages
-    gamma, beta = (None if p is None else _feature_param(p, name, like_x) for p, name in ((gamma, "gamma"), (beta, "beta")))
-    x, g = x.astype(work), g.astype(work)
-    centred = x - x.mean(axis=-1, keepdims=True)  # (..., n, d)
-    var = (centred * centred).mean(axis=-1, keepdims=True) + eps  # (..., n, 1)
-    if np.any(var == 0):
-        raise ValueError(f"x has a token of variance 0 and eps = 0 (x of shape {x.shape}): layer norm has no derivative there")
-    if not np.all(np.isfinite(var)):
-        raise ValueError(f"the variance of a token of x overflows {work} (x of shape {x.shape}); scale x down")
-    r = 1 / np.sqrt(var)  # (..., n, 1)
-    xhat = centred * r  # (..., n, d), layer_norm(x) without gamma and beta
-    h = g if gamma is None else g * gamma
-    dx = r * (h - h.mean(axis=-1, keepdims=True) - xhat * (h * xhat).mean(axis=-1, keepdims=True))
+    given = [None if a is None else as_float_array(a, name) for a, name in ((gamma, "gamma"), (beta, "beta"))]
+    gamma = None if gamma is None else _feature_param(given[0], "gamma", like_x)
+    if beta is not None:
+        _feature_param(given[1], "beta", like_x)  # checked only: beta enters no gradient
+    _, cache = _layer_norm_forward(x.astype(work, copy=False), None, None, eps)
+    dx, dgamma, dbeta = _layer_norm_grads(*cache, g.astype(work, copy=False), gamma)
     if gamma is None and beta is None:
-        return _result(("dx", dx, dtype))
-    rows = tuple(range(x.ndim - 1))  # every axis but the features
-    dgamma, dbeta = (g * xhat).sum(axis=rows), g.sum(axis=rows)  # (d,) each
-    return _result(("dx", dx, dtype), ("dgamma", dgamma, dtype), ("dbeta", dbeta, dtype))
+        return _result(("dx", dx, x))
+    like = [x if a is None else a for a in given]  # each gradient in its parameter's dtype
+    return LayerNormGrads(*_result(("dx", dx, x), ("dgamma", dgamma, like[0]), ("dbeta", dbeta, like[1])))
 
 
-def linear_vjp(x: ArrayLike, w: ArrayLike, g: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def linear_vjp(x: ArrayLike, w: ArrayLike, g: ArrayLike) -> LinearGrads:
     r"""Backward pass of :func:`attncore.linear`: ``(dx, dw, db)``.
 
     Parameters
@@ -628,18 +895,13 @@ def linear_vjp(x: ArrayLike, w: ArrayLike, g: ArrayLike) -> tuple[np.ndarray, np
     w = as_float_array(w, "w", (x.shape[-1], "e"), match=("x", x))
     g = _upstream(g, x.shape[:-1] + w.shape[-1:], "x @ w")
     work = compute_dtype(x, w, g)
-    xw, ww, gw = x.astype(work), w.astype(work), g.astype(work)
-    dx = gw @ ww.T  # (..., n, d)
-    tokens = math.prod(x.shape[:-1])  # every token of every batch entry, one row each
-    tokens_x, tokens_g = xw.reshape(tokens, w.shape[0]), gw.reshape(tokens, w.shape[1])  # (tokens, d), (tokens, e)
-    dw = tokens_x.T @ tokens_g  # (d, e), summed over the tokens of every batch entry
-    db = tokens_g.sum(axis=0)  # (e,)
-    return _result(("dx", dx, x), ("dw", dw, w), ("db", db, w))
+    dx, dw, db = _linear_grads(*(a.astype(work, copy=False) for a in (x, w, g)))
+    return LinearGrads(*_result(("dx", dx, x), ("dw", dw, w), ("db", db, w)))
 
 
 def ffn_vjp(
     x: ArrayLike, w1: ArrayLike, b1: ArrayLike | None, w2: ArrayLike, g: ArrayLike
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> FFNGrads:
     r"""Backward pass of :func:`attncore.ffn`: ``(dx, dw1, db1, dw2, db2)``.
 
     Parameters
@@ -694,13 +956,15 @@ def ffn_vjp(
     x = as_float_array(x, "x", ("...", "n", "d"))
     w1 = as_float_array(w1, "w1", (x.shape[-1], "f"), match=("x", x))
     w2 = as_float_array(w2, "w2", (w1.shape[-1], x.shape[-1]), match=("w1", w1))
+    if b1 is not None:
+        b1 = as_float_array(b1, "b1", (w1.shape[-1],), match=("w1", w1))
     g = _upstream(g, x.shape, "x")
     work = compute_dtype(x, w1, w2, g)
-    h = linear(x.astype(work), w1.astype(work), b1, name="w1")  # (..., n, f), before the ReLU
-    dr, dw2, db2 = linear_vjp(np.maximum(h, 0), w2.astype(work), g.astype(work))
-    dx, dw1, db1 = linear_vjp(x.astype(work), w1.astype(work), dr * (h > 0))
-    like = w1 if b1 is None else as_float_array(b1, "b1")
-    return _result(("dx", dx, x), ("dw1", dw1, w1), ("db1", db1, like), ("dw2", dw2, w2), ("db2", db2, w2))
+    xw, w1w, w2w, gw = (a.astype(work, copy=False) for a in (x, w1, w2, g))
+    pre = _affine_map(xw, w1w, None if b1 is None else b1.astype(work, copy=False))  # (..., n, f), before the ReLU
+    dx, dw1, db1, dw2, db2 = _ffn_grads(xw, pre, w1w, w2w, gw)
+    like = w1 if b1 is None else b1
+    return FFNGrads(*_result(("dx", dx, x), ("dw1", dw1, w1), ("db1", db1, like), ("dw2", dw2, w2), ("db2", db2, w2)))
 
 
 def shaw_attention_vjp(
@@ -714,7 +978,7 @@ def shaw_attention_vjp(
     mask: ArrayLike | None = None,
     scale: float | None = None,
     normalize: str = "softmax",
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> ShawGrads:
     r"""Backward pass of :func:`attncore.shaw_attention`: ``(dq, dk, dv, drel_k, drel_v)``.
 
     Parameters
@@ -776,13 +1040,14 @@ def shaw_attention_vjp(
     True
     """
     args = [as_float_array(a, name) for a, name in ((q, "q"), (k, "k"), (v, "v"), (rel_k, "rel_k"), (rel_v, "rel_v"))]
-    out = shaw_attention(*args, mask=mask, scale=scale, normalize=normalize)  # validates every argument
-    g = _upstream(g, out.shape, "the output (..., n, v)")
+    g = as_float_array(g, "g")
     work = compute_dtype(*args, g)
-    q, k, v, rel_k, rel_v, g = (a.astype(work) for a in (*args, g))
-    s = 1.0 / np.sqrt(q.shape[-1]) if scale is None else float(scale)
-    bias = s * np.einsum("...nk,nmk->...nm", q, rel_k)  # the relative scores
+    # the forward's checks, and its weights once, in the compute dtype (float16 is rounded once, at the end)
+    (q, k, v, rel_k, rel_v), s, dtype = _shaw_args(*(a.astype(work, copy=False) for a in args), scale, normalize)
+    bias = _relative_scores(q, rel_k, s, dtype)  # (..., n, m), the relative scores
     w = attention_weights(q, k, mask=mask, bias=bias, scale=s, normalize=normalize)  # (..., n, m)
+    g = _upstream(g, batch_shape(("q", q, 2), ("k", k, 2), ("v", v, 2)) + (q.shape[-2], v.shape[-1]),
+                  "the output (..., n, v)").astype(work, copy=False)
     dw = g @ np.swapaxes(v, -1, -2) + np.einsum("...nv,nmv->...nm", g, rel_v)
     de = _weights_vjp(w, dw, normalize)  # (..., n, m)
     dq = s * (de @ k + np.einsum("...nm,nmk->...nk", de, rel_k))
@@ -791,7 +1056,7 @@ def shaw_attention_vjp(
     drel_k = s * np.einsum("...nm,...nk->...nmk", de, q)  # summed over the batch axes below
     drel_v = np.einsum("...nm,...nv->...nmv", w, g)
     grads = [_unbroadcast(d, a.shape) for d, a in zip((dq, dk, dv, drel_k, drel_v), args)]
-    return _result(*zip(("dq", "dk", "dv", "drel_k", "drel_v"), grads, args))
+    return ShawGrads(*_result(*zip(("dq", "dk", "dv", "drel_k", "drel_v"), grads, args)))
 
 
 def shaw_relative_embeddings_vjp(g: ArrayLike, clip: int) -> np.ndarray:
@@ -815,7 +1080,9 @@ def shaw_relative_embeddings_vjp(g: ArrayLike, clip: int) -> np.ndarray:
     TypeError
         If ``g`` is not an array of real numbers or ``clip`` not an integer.
     ValueError
-        If ``g`` is not ``(n, m, k)`` or holds NaN or ``+-inf``; if ``clip < 0``.
+        If ``g`` is not ``(n, m, k)`` or holds NaN or ``+-inf``; if ``clip < 0``;
+        if a row of the table overflows the dtype of ``g`` (the sums are
+        accumulated in at least float64 and rounded once).
 
     See Also
     --------
@@ -838,9 +1105,9 @@ def shaw_relative_embeddings_vjp(g: ArrayLike, clip: int) -> np.ndarray:
     clip = check_count(clip, "clip", minimum=0)
     n, m = g.shape[0], g.shape[1]
     offsets = np.clip(np.arange(m)[None, :] - np.arange(n)[:, None], -clip, clip) + clip  # (n, m)
-    table = np.zeros((2 * clip + 1, g.shape[2]), g.dtype)  # (2K + 1, k)
+    table = np.zeros((2 * clip + 1, g.shape[2]), np.result_type(g, np.float64))  # (2K + 1, k), summed in float64
     np.add.at(table, offsets, g)
-    return table
+    return _result(("dtable", table, g))
 
 
 def multi_head_attention_vjp(
@@ -859,7 +1126,7 @@ def multi_head_attention_vjp(
     context: ArrayLike | None = None,
     mask: ArrayLike | None = None,
     causal: bool = False,
-) -> dict[str, np.ndarray]:
+) -> MultiHeadGrads:
     r"""Backward pass of :func:`attncore.multi_head_attention`: the gradient of every argument.
 
     Parameters
@@ -871,12 +1138,12 @@ def multi_head_attention_vjp(
 
     Returns
     -------
-    dict of str to ndarray
-        Keyed by argument name: ``"x"``, ``"w_q"``, ``"w_k"``, ``"w_v"``,
-        ``"w_o"``, ``"b_q"``, ``"b_k"``, ``"b_v"``, ``"b_o"`` (the biases'
-        gradients whether or not a bias was passed), and ``"context"`` when
-        a context was passed.  In self-attention ``"x"`` sums the three
-        paths through queries, keys and values.
+    MultiHeadGrads
+        A NamedTuple with one field per argument: ``dx``, ``dw_q``, ``dw_k``,
+        ``dw_v``, ``dw_o``, ``db_q``, ``db_k``, ``db_v``, ``db_o`` (the biases'
+        gradients whether or not a bias was passed, in the dtype of the bias or
+        else of its weight) and ``dcontext`` (None in self-attention, where
+        ``dx`` sums the three paths through queries, keys and values).
 
     Raises
     ------
@@ -892,7 +1159,8 @@ def multi_head_attention_vjp(
 
     Notes
     -----
-    The forward steps in reverse: :func:`linear_vjp` of the output
+    The forward is recomputed once (projections and attention), then its
+    steps are run in reverse: :func:`linear_vjp` of the output
     projection, :func:`attncore.split_heads` of its input gradient (the vjp
     of :func:`attncore.merge_heads`, a reshape), :func:`attention_vjp` for
     every head at once, :func:`attncore.merge_heads` of ``dq``, ``dk``,
@@ -907,38 +1175,80 @@ def multi_head_attention_vjp(
     >>> from attncore import multi_head_attention_vjp
     >>> x, g = np.ones((3, 4)), np.random.default_rng(0).normal(size=(3, 4))
     >>> grads = multi_head_attention_vjp(x, *[np.zeros((4, 4))] * 4, 2, g)
-    >>> bool(np.allclose(grads["b_o"], g.sum(axis=0))), float(np.abs(grads["w_q"]).max())
+    >>> bool(np.allclose(grads.db_o, g.sum(axis=0))), float(np.abs(grads.dw_q).max())
     (True, 0.0)
     """
-    out = multi_head_attention(x, w_q, w_k, w_v, w_o, num_heads, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
-                               context=context, mask=mask, causal=causal)  # validates every argument
-    g = _upstream(g, out.shape, "the output (..., n, d)")
-    x = as_float_array(x, "x")
-    c = x if context is None else as_float_array(context, "context")
-    if mask is not None:
-        scores = batch_shape(("x", x, 2), ("context", c, 2)) + (x.shape[-2], c.shape[-2])
-        mask = np.expand_dims(np.broadcast_to(np.asarray(mask), scores), -3)  # (..., 1, n, m), every head
-    q = split_heads(linear(x, w_q, b_q), num_heads)  # (..., h, n, k)
-    k = split_heads(linear(c, w_k, b_k), num_heads)  # (..., h, m, k)
-    v = split_heads(linear(c, w_v, b_v), num_heads)  # (..., h, m, k)
-    merged = merge_heads(attention(q, k, v, mask=mask, causal=causal))  # (..., n, d)
-    dmerged, dw_o, db_o = linear_vjp(merged, w_o, g)
-    dq, dk, dv = attention_vjp(q, k, v, split_heads(dmerged, num_heads), mask=mask, causal=causal)
-    dx, dw_q, db_q = linear_vjp(x, w_q, merge_heads(dq))
-    dck, dw_k, db_k = linear_vjp(c, w_k, merge_heads(dk))
-    dcv, dw_v, db_v = linear_vjp(c, w_v, merge_heads(dv))
-    grads = dict(w_q=dw_q, w_k=dw_k, w_v=dw_v, w_o=dw_o, b_q=db_q, b_k=db_k, b_v=db_v, b_o=db_o)
-    if context is None:
-        return dict(x=dx + dck + dcv, **grads)
-    return dict(x=dx, context=dck + dcv, **grads)
+    x, c, params, h, mask, causal = _mha_args(x, (w_q, w_k, w_v, w_o), num_heads, (b_q, b_k, b_v, b_o), context, mask,
+                                              causal)
+    g = _upstream(g, batch_shape(("x", x, 2), ("context", c, 2)) + x.shape[-2:], "the output (..., n, d)")
+    work = compute_dtype(x, c, g, *(p for p in params if p is not None))
+    cast = [None if a is None else a.astype(work, copy=False) for a in (x, c, g, *params)]
+    cache = _mha_heads(*cast[:2], cast[3:], h, mask, causal)
+    dx, dc, grads = _mha_grads(cache, cast[3:], h, mask, causal, cast[2])
+    dx, dc = (dx + dc, None) if context is None else (dx, dc)
+    pairs = [("dx", _unbroadcast(dx, x.shape), x)]
+    if context is not None:
+        pairs.append(("dcontext", _unbroadcast(dc, c.shape), c))
+    names = ("dw_q", "dw_k", "dw_v", "dw_o", "db_q", "db_k", "db_v", "db_o")
+    pairs += [(name, grad, params[i % 4] if p is None else p) for i, (name, grad, p) in enumerate(zip(names, grads, params))]
+    out = _result(*pairs)
+    return MultiHeadGrads(out[0], *out[-8:], dcontext=None if context is None else out[1])
 
 
-def _layer_norm_vjp3(z, g, gamma, beta):
-    """``layer_norm_vjp`` as a triple always (``dgamma``, ``dbeta`` None for a missing affine)."""
-    if gamma is None and beta is None:
-        return layer_norm_vjp(z, g), None, None
-    dz, dgamma, dbeta = layer_norm_vjp(z, g, gamma=gamma, beta=beta)
-    return dz, None if gamma is None else dgamma, None if beta is None else dbeta
+def _mha_params(p):
+    """The eight parameters of the attention of a block, in the order of :func:`_mha_heads`."""
+    return (p.w_q, p.w_k, p.w_v, p.w_o, p.b_q, p.b_k, p.b_v, p.b_o)
+
+
+def _block_grads(mha, ffn, ln1, ln2):
+    """The gradients of a block's parameters by field name, from those of its four sublayers."""
+    grads = dict(zip(("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o"), mha))
+    grads.update(zip(("w1", "b1", "w2", "b2"), ffn))
+    return dict(grads, gamma1=ln1[0], beta1=ln1[1], gamma2=ln2[0], beta2=ln2[1])
+
+
+def _post_ln_vjp(x, p, h, mask, g):
+    """Post-LN, ``H = LN1(X + MHA(X))``, ``Y = LN2(H + FFN(H))``: each sublayer forward once, then back."""
+    mha = _mha_heads(x, x, _mha_params(p), h, mask, False)
+    hid, ln1 = _layer_norm_forward(x + _affine_map(mha.merged, p.w_o, p.b_o), p.gamma1, p.beta1)  # H
+    pre = _affine_map(hid, p.w1, p.b1)  # (..., n, f), the FFN before its ReLU
+    _, ln2 = _layer_norm_forward(hid + _affine_map(np.maximum(pre, 0), p.w2, p.b2), None, None)  # Y is not needed
+    db, *ln2_grads = _layer_norm_grads(*ln2, g, p.gamma2)
+    dh, *ffn_grads = _ffn_grads(hid, pre, p.w1, p.w2, db)
+    da, *ln1_grads = _layer_norm_grads(*ln1, db + dh, p.gamma1)
+    dx, dc, mha_grads = _mha_grads(mha, _mha_params(p), h, mask, False, da)
+    return da + dx + dc, _block_grads(mha_grads, ffn_grads, ln1_grads, ln2_grads)
+
+
+def _pre_ln_vjp(x, p, h, mask, g):
+    """Pre-LN, ``H = X + MHA(LN1(X))``, ``Y = H + FFN(LN2(H))``: the FFN's output is not needed."""
+    z1, ln1 = _layer_norm_forward(x, p.gamma1, p.beta1)
+    mha = _mha_heads(z1, z1, _mha_params(p), h, mask, False)
+    z2, ln2 = _layer_norm_forward(x + _affine_map(mha.merged, p.w_o, p.b_o), p.gamma2, p.beta2)  # LN2(H)
+    dz2, *ffn_grads = _ffn_grads(z2, _affine_map(z2, p.w1, p.b1), p.w1, p.w2, g)
+    dh_ln, *ln2_grads = _layer_norm_grads(*ln2, dz2, p.gamma2)
+    dh = g + dh_ln
+    dz1, dc, mha_grads = _mha_grads(mha, _mha_params(p), h, mask, False, dh)
+    dx_ln, *ln1_grads = _layer_norm_grads(*ln1, dz1 + dc, p.gamma1)
+    return dh + dx_ln, _block_grads(mha_grads, ffn_grads, ln1_grads, ln2_grads)
+
+
+def _branch_ln_vjp(x, p, h, mask, g):
+    """Branch-LN, ``H = X + LN1(MHA(X))``, ``Y = H + LN2(FFN(H))``."""
+    mha = _mha_heads(x, x, _mha_params(p), h, mask, False)
+    z1, ln1 = _layer_norm_forward(_affine_map(mha.merged, p.w_o, p.b_o), p.gamma1, p.beta1)
+    hid = x + z1  # H
+    pre = _affine_map(hid, p.w1, p.b1)  # (..., n, f)
+    _, ln2 = _layer_norm_forward(_affine_map(np.maximum(pre, 0), p.w2, p.b2), None, None)
+    df, *ln2_grads = _layer_norm_grads(*ln2, g, p.gamma2)
+    dh_ffn, *ffn_grads = _ffn_grads(hid, pre, p.w1, p.w2, df)
+    dh = g + dh_ffn
+    dm, *ln1_grads = _layer_norm_grads(*ln1, dh, p.gamma1)
+    dx, dc, mha_grads = _mha_grads(mha, _mha_params(p), h, mask, False, dm)
+    return dh + dx + dc, _block_grads(mha_grads, ffn_grads, ln1_grads, ln2_grads)
+
+
+_BLOCK_VJPS = {"post": _post_ln_vjp, "pre": _pre_ln_vjp, "branch": _branch_ln_vjp}
 
 
 def transformer_block_vjp(
@@ -949,7 +1259,7 @@ def transformer_block_vjp(
     *,
     placement: str = "post",
     mask: ArrayLike | None = None,
-) -> tuple[np.ndarray, BlockParams]:
+) -> BlockGrads:
     r"""Backward pass of :func:`attncore.transformer_block`: ``(dx, dparams)``.
 
     Parameters
@@ -961,9 +1271,11 @@ def transformer_block_vjp(
 
     Returns
     -------
-    dx : ndarray, shape (..., n, d)
-    dparams : BlockParams
-        The gradient of every field of ``params`` that is not None (None where the field is None).
+    BlockGrads
+        A NamedTuple ``(dx, dparams)``: ``dx`` of the shape and dtype of
+        ``x``, and ``dparams``, a :class:`attncore.BlockParams` holding the
+        gradient of every field of ``params`` that is not None, in that
+        field's dtype (None where the field is None).
 
     Raises
     ------
@@ -999,38 +1311,12 @@ def transformer_block_vjp(
     >>> bool(np.allclose(dx2, dx[[2, 0, 1]]) and np.allclose(dp2.w_q, dp.w_q))
     True
     """
-    y = transformer_block(x, params, num_heads, placement=placement, mask=mask)  # validates every argument
-    g, x, p = _upstream(g, y.shape, "the output (..., n, d)"), as_float_array(x, "x"), params
-    weights = (p.w_q, p.w_k, p.w_v, p.w_o, num_heads)
-    biases = dict(b_q=p.b_q, b_k=p.b_k, b_v=p.b_v, b_o=p.b_o)
-    mha = lambda z: multi_head_attention(z, *weights, **biases, mask=mask)  # noqa: E731
-    mha_vjp = lambda z, dz: multi_head_attention_vjp(z, *weights, dz, **biases, mask=mask)  # noqa: E731
-    ffn_out = lambda z: ffn(z, p.w1, p.b1, p.w2, p.b2)  # noqa: E731
-    if placement == "post":  # H = LN1(X + MHA(X)), Y = LN2(H + FFN(H))
-        a = x + mha(x)
-        h = layer_norm(a, p.gamma1, p.beta1)
-        db, dgamma2, dbeta2 = _layer_norm_vjp3(h + ffn_out(h), g, p.gamma2, p.beta2)
-        dffn = ffn_vjp(h, p.w1, p.b1, p.w2, db)
-        da, dgamma1, dbeta1 = _layer_norm_vjp3(a, db + dffn[0], p.gamma1, p.beta1)
-        dmha = mha_vjp(x, da)
-        dx = da + dmha["x"]
-    elif placement == "branch":  # H = X + LN1(MHA(X)), Y = H + LN2(FFN(H))
-        h = x + layer_norm(mha(x), p.gamma1, p.beta1)
-        df, dgamma2, dbeta2 = _layer_norm_vjp3(ffn_out(h), g, p.gamma2, p.beta2)
-        dffn = ffn_vjp(h, p.w1, p.b1, p.w2, df)
-        dh = g + dffn[0]
-        dm, dgamma1, dbeta1 = _layer_norm_vjp3(mha(x), dh, p.gamma1, p.beta1)
-        dmha = mha_vjp(x, dm)
-        dx = dh + dmha["x"]
-    else:  # pre: H = X + MHA(LN1(X)), Y = H + FFN(LN2(H))
-        z1 = layer_norm(x, p.gamma1, p.beta1)
-        h = x + mha(z1)
-        dffn = ffn_vjp(layer_norm(h, p.gamma2, p.beta2), p.w1, p.b1, p.w2, g)
-        dh_ln, dgamma2, dbeta2 = _layer_norm_vjp3(h, dffn[0], p.gamma2, p.beta2)
-        dh = g + dh_ln
-        dmha = mha_vjp(z1, dh)
-        dx_ln, dgamma1, dbeta1 = _layer_norm_vjp3(x, dmha["x"], p.gamma1, p.beta1)
-        dx = dh + dx_ln
-    found = dict(dmha, w1=dffn[1], b1=dffn[2], w2=dffn[3], b2=dffn[4], gamma1=dgamma1, beta1=dbeta1,
-                 gamma2=dgamma2, beta2=dbeta2)
-    return dx, BlockParams(**{f: None if v is None else found[f] for f, v in zip(BlockParams._fields, p)})
+    x, p = _block_args(x, params, placement)  # the checks of transformer_block, under the same names
+    x, _, _, h, mask, _ = _mha_args(x, p[:4], num_heads, p[6:10], None, mask, False)  # num_heads and mask
+    g = _upstream(g, x.shape, "the output (..., n, d)")
+    work = compute_dtype(x, g, *(a for a in p if a is not None))
+    pw = BlockParams(*(None if a is None else a.astype(work, copy=False) for a in p))
+    dx, grads = _BLOCK_VJPS[placement](x.astype(work, copy=False), pw, h, mask, g.astype(work, copy=False))
+    fields = [f for f, a in zip(BlockParams._fields, p) if a is not None]
+    out = _result(("dx", dx, x), *((f"dparams.{f}", grads[f], getattr(p, f)) for f in fields))
+    return BlockGrads(out[0], BlockParams(**dict(zip(fields, out[1:]))))

@@ -66,6 +66,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import time  # noqa: E402
 import tracemalloc  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
@@ -74,7 +75,17 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 import attncore  # noqa: E402
-from attncore import attention, attention_weights, causal_mask, multi_head_attention, softmax  # noqa: E402
+from attncore import (  # noqa: E402
+    attention,
+    attention_vjp,
+    attention_weights,
+    causal_mask,
+    init_block_params,
+    multi_head_attention,
+    softmax,
+    transformer_block,
+    transformer_block_vjp,
+)
 from attncore._attention import BLOCK_ROWS  # noqa: E402  (the blocks attention computes, for its own floors)
 from attncore._kernels import gaussian_features, linear_attention, positive_random_features  # noqa: E402
 
@@ -94,19 +105,24 @@ TABLES = HERE / "tables"
 TARGET_PRODUCTS_RATIO = 2.0  # one head within 2.0x of numpy's two products over the same data
 TARGET_CAUSAL_RATIO = 0.6  # causal=True at most 0.6x full attention
 TARGET_PEAK_RATIO = 1.0  # peak memory of attention below one n x n float32 score matrix
+TARGET_VJP_PEAK_RATIO = 1.0  # peak memory of attention_vjp below one n x n float32 matrix (n = 4096)
+TARGET_BLOCK_VJP_RATIO = 3.3  # transformer_block_vjp / transformer_block (post-LN, n=128, d=64, 4 heads, float64, 1 thread)
 
 
 def stats(times):
     return {"min": min(times), "median": statistics.median(times), "max": max(times), "calls": len(times)}
 
 
-def race(fns, rounds, burst=1):
+def race(fns, rounds, burst=1, clock=time.perf_counter):
     """``{name: {min, median, max, calls}}`` seconds: the functions take turns, ``rounds``
     rounds of ``burst`` calls each, after two warm-ups each, so a disturbance of the machine
     hits all of them alike.  With ``burst > 1`` the first call of each turn, the one that
     follows another function's turn, is left out of the statistics (and kept as ``first``):
     it pays for the switch between the two libraries' thread pools and caches, which a user
-    who calls one library in a loop does not see; the others are calls in the steady state."""
+    who calls one library in a loop does not see; the others are calls in the steady state.
+    ``clock=time.process_time`` measures the CPU time of this process instead of the wall
+    clock: on one thread, the time of the computation without the waits for a core that a
+    shared machine adds."""
     for fn in fns.values():
         fn()
         fn()
@@ -114,9 +130,9 @@ def race(fns, rounds, burst=1):
     for _ in range(rounds):
         for name, fn in fns.items():
             for call in range(burst):
-                start = time.perf_counter()
+                start = clock()
                 fn()
-                (first if burst > 1 and call == 0 else steady)[name].append(time.perf_counter() - start)
+                (first if burst > 1 and call == 0 else steady)[name].append(clock() - start)
     return {name: stats(t) | ({"first": stats(first[name])} if first[name] else {}) for name, t in steady.items()}
 
 
@@ -488,6 +504,64 @@ def bench_memory(rng, quick):
     return rows
 
 
+def dense_attention_vjp(q, k, v, g):
+    """The textbook backward over whole n x m matrices (the reference for attention_vjp's memory)."""
+    a = attention_weights(q, k)  # (n, m)
+    da = g @ v.T  # (n, m)
+    ds = a * (da - (da * a).sum(axis=-1, keepdims=True))  # (n, m)
+    s = 1 / math.sqrt(q.shape[-1])
+    return s * ds @ k, s * ds.T @ q, a.T @ g
+
+
+def bench_vjp_memory(rng, quick):
+    """Peak memory (tracemalloc) of attention_vjp, blocked, beside the dense formula's, float32, d = 64."""
+    rows = []
+    for n in ([1024, 2048] if quick else [1024, 2048, 4096]):
+        q, k, v, g = (rng.standard_normal((n, 64)).astype(np.float32) for _ in range(4))
+        rows.append({"n": n, "d": 64, "dtype": "float32", "attention_vjp": peak_bytes(lambda a=(q, k, v, g): attention_vjp(*a)),
+                     "dense": peak_bytes(lambda a=(q, k, v, g): dense_attention_vjp(*a)), "score_matrix": n * n * 4})
+        print(f"vjp memory n={n:5d} attention_vjp {rows[-1]['attention_vjp'] / 2**20:7.2f} MiB  "
+              f"dense formula {rows[-1]['dense'] / 2**20:7.2f} MiB")
+    return rows
+
+
+def block_products(x, p, h):
+    """The matrix products of one post-LN block's forward alone (the floor of its cost)."""
+    n, d = x.shape
+    def run():
+        q, k, v = ((x @ w).reshape(n, h, d // h).swapaxes(0, 1) for w in (p.w_q, p.w_k, p.w_v))  # (h, n, k)
+        o = ((q @ k.swapaxes(-1, -2)) @ v).swapaxes(0, 1).reshape(n, d) @ p.w_o  # (n, d)
+        return (o @ p.w1) @ p.w2
+    return run
+
+
+def bench_block_vjp(quick):
+    """transformer_block_vjp against transformer_block in one interleaved race (post-LN, n = 128,
+    d = 64, f = 256, 4 heads, float64), with the forward's matrix products alone as its floor; CPU
+    time of this one-thread process, so that other work on a shared machine does not enter."""
+    rng = np.random.default_rng(0)
+    n, d, h = 128, 64, 4
+    p = init_block_params(d, 4 * d, rng)
+    x, g = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    t = race({"forward": lambda: transformer_block(x, p, h), "backward": lambda: transformer_block_vjp(x, p, h, g),
+              "products": block_products(x, p, h)}, 15 if quick else 60, clock=time.process_time)
+    return {"n": n, "d": d, "d_ff": 4 * d, "heads": h, "dtype": "float64", "threads": THREADS, **t,
+            "ratio": t["backward"]["min"] / t["forward"]["min"],
+            "ratio_median": t["backward"]["median"] / t["forward"]["median"],
+            "forward_over_products": t["forward"]["min"] / t["products"]["min"]}
+
+
+def block_vjp_one_thread(quick):
+    """:func:`bench_block_vjp` on one thread: in this process if it has one, else in a child started with one."""
+    if THREADS == 1:
+        return bench_block_vjp(quick)
+    cmd = [sys.executable, __file__, "--threads", "1", "--block-vjp"] + (["--quick"] if quick else [])
+    r = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()[-1])
+    print(f"block vjp  backward / forward {r['ratio']:.2f} (medians {r['ratio_median']:.2f}), "
+          f"forward / its products {r['forward_over_products']:.2f}")
+    return r
+
+
 def machine():
     cpu = platform.processor()
     try:
@@ -530,6 +604,17 @@ def targets(results):
     lines.append((f"peak memory of attention below one n x n float32 score matrix (n={r['n']})",
                   ratio < TARGET_PEAK_RATIO, f"{r['attention'] / 2**20:.2f} MiB, {ratio:.2f} of the "
                   f"{r['score_matrix'] / 2**20:.0f} MiB matrix"))
+    r = max(results["vjp_memory"], key=lambda r: r["n"])
+    ratio = r["attention_vjp"] / r["score_matrix"]
+    lines.append((f"peak memory of attention_vjp below one n x m float32 matrix (n=m={r['n']}, d=64)",
+                  ratio < TARGET_VJP_PEAK_RATIO, f"{r['attention_vjp'] / 2**20:.2f} MiB, {ratio:.2f} of the "
+                  f"{r['score_matrix'] / 2**20:.0f} MiB matrix (the dense formula {r['dense'] / 2**20:.0f} MiB)"))
+    b = results["block_vjp"]
+    lines.append((f"transformer_block_vjp at most {TARGET_BLOCK_VJP_RATIO}x transformer_block, recompute included "
+                  f"(post-LN, n={b['n']}, d={b['d']}, {b['heads']} heads, float64, {b['threads']} thread)",
+                  b["ratio"] <= TARGET_BLOCK_VJP_RATIO,
+                  f"ratio {b['ratio']:.2f} ({ms(b['backward']['min'])} ms / {ms(b['forward']['min'])} ms; medians "
+                  f"{b['ratio_median']:.2f}); the forward is {b['forward_over_products']:.2f}x its matrix products"))
     return [{"target": name, "pass": bool(ok), "detail": detail} for name, ok, detail in lines]
 
 
@@ -542,6 +627,8 @@ def run_targets(rng, quick):
     results["attention"] = [{"n": n, "d": 64, "dtype": "float32", "attention": t["attention"],
                              "gemm_bound": t["matmuls"], "ratio": t["attention"]["min"] / t["matmuls"]["min"]}]
     results["memory"] = [{"n": n, "attention": peak_bytes(lambda: attention(q, k, v)), "score_matrix": n * n * 4}]
+    results["vjp_memory"] = bench_vjp_memory(rng, quick)[-1:]
+    results["block_vjp"] = block_vjp_one_thread(quick)
     return targets(results)
 
 
@@ -599,6 +686,15 @@ def tables(results):
     write("memory.csv", ["n", "attncore.attention (MiB)", "full weights then A V (MiB)", "linear attention (MiB)", "one n x n matrix (MiB)"],
           [[r["n"], f"{r['attention'] / 2**20:.2f}", f"{r['weights_then_product'] / 2**20:.2f}",
             f"{r['linear'] / 2**20:.2f}", f"{r['score_matrix'] / 2**20:.2f}"] for r in results["memory"]])
+    write("backward_memory.csv", ["n", "attncore.attention_vjp (MiB)", "dense formula (MiB)", "one n x n matrix (MiB)"],
+          [[r["n"], f"{r['attention_vjp'] / 2**20:.2f}", f"{r['dense'] / 2**20:.2f}", f"{r['score_matrix'] / 2**20:.2f}"]
+           for r in results["vjp_memory"]])
+    b = results["block_vjp"]
+    write("backward_cost.csv", ["shape", "forward (ms)", "backward (ms)", "backward / forward", "ratio of medians",
+                                "forward's matrix products (ms)", "forward / its products"],
+          [[f"post-LN, n={b['n']}, d={b['d']}, f={b['d_ff']}, {b['heads']} heads, {b['dtype']}, {b['threads']} thread",
+            ms(b["forward"]["min"]), ms(b["backward"]["min"]), f"{b['ratio']:.2f}", f"{b['ratio_median']:.2f}",
+            ms(b["products"]["min"]), f"{b['forward_over_products']:.2f}"]])
 
 
 def figures(results):
@@ -676,11 +772,15 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test, not for the appendix)")
     parser.add_argument("--threads", type=int, default=2, help="threads for OpenBLAS and torch alike (default 2)")
     parser.add_argument("--targets", action="store_true", help="time the three targets alone (no torch), write nothing")
+    parser.add_argument("--block-vjp", action="store_true", help=argparse.SUPPRESS)  # the one-thread child
     parser.add_argument("--output", default=str(HERE / "results.json"))
     args = parser.parse_args(argv)
     if args.threads != THREADS:  # the thread count is set from sys.argv before numpy starts its threads
         parser.error("--threads must be given on the command line")
     rng = np.random.default_rng(0)
+    if args.block_vjp:
+        print(json.dumps(bench_block_vjp(args.quick)))
+        return 0
     if args.targets:
         found = run_targets(rng, args.quick)
         for t in found:
@@ -704,6 +804,8 @@ def main(argv=None):
     results["softmax"] = bench_softmax(rng, args.quick)
     results["linear"] = bench_linear(rng, args.quick)
     results["memory"] = bench_memory(rng, args.quick)
+    results["vjp_memory"] = bench_vjp_memory(rng, args.quick)
+    results["block_vjp"] = block_vjp_one_thread(args.quick)
     results["targets"] = targets(results)
     results["seconds"] = time.perf_counter() - started
     Path(args.output).write_text(json.dumps(results, indent=1) + "\n")
