@@ -214,10 +214,10 @@ def _layer_norm_grads(xhat, r, eps, g, gamma):
     if not np.all(np.isfinite(r)):
         token = tuple(int(i) for i in np.unravel_index(np.argmax(~np.isfinite(r)), r.shape)[:-1])
         if eps == 0 and not np.any(xhat[token]):
-            raise ValueError(f"the input of layer norm has a token whose entries are all equal (token {token}), so "
+            raise ValueError(f"x of shape {xhat.shape} has a token whose entries are all equal (token {token}), so "
                              "variance 0 and eps = 0: layer norm has no derivative there; pass eps > 0")
-        raise ValueError(f"the derivative of layer norm overflows float64 at token {token}: its variance plus eps "
-                         "is below 1e-616; scale the input up or pass a larger eps")
+        raise ValueError(f"the derivative of layer norm overflows float64 at token {token} of x (shape {xhat.shape}): "
+                         "its variance plus eps is below 1e-616; scale x up or pass a larger eps")
     h = g if gamma is None else g * gamma
     centred = h - h.mean(axis=-1, keepdims=True) - xhat * (h * xhat).mean(axis=-1, keepdims=True)
     with np.errstate(over="ignore"):  # a gradient beyond the dtype is named by _result
