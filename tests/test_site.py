@@ -291,7 +291,7 @@ def links_to_in_article(site: Path, page: str, target: str) -> bool:
 
 def test_built_pages_name_no_source_file(site):
     """Readers never see the file names of the source documents' copies."""
-    from claims_ledger import SOURCE_FILE
+    from ledger_checks import SOURCE_FILE
 
     found = [f"{p.relative_to(site)}: {m.group(0)}" for p in site.rglob("*.html")
              for m in SOURCE_FILE.finditer(p.read_text(encoding="utf-8"))]
@@ -302,7 +302,7 @@ def test_built_errata_page_lists_every_row(site):
     """Every correction of the ledger is on the errata page, linked to its row."""
     import re
 
-    from claims_ledger import errata_rows, errata_source, load_ledger
+    from ledger_checks import errata_rows, errata_source, load_ledger
 
     rows = errata_rows(load_ledger(ROOT))
     text = (site / "book" / "appendix" / "errata.html").read_text(encoding="utf-8")
