@@ -29,9 +29,9 @@ help:
 	@echo "make pair       sync every notebook with its MyST text twin notebooks/NAME.md, both ways (no execution)"
 	@echo "make bench      installs torch (requirements-bench.txt), times attncore against it and its bounds:"
 	@echo "                bench/results.json, bench/tables, bench/figures, PASS/FAIL per target (a few minutes)"
-	@echo "make mutate     mutation testing of attncore (mutmut): bench/mutation.json, bench/mutation.md;"
-	@echo "                slow: about 30 mutants a minute on a quiet 2-core machine (3 when busy), hours for all ~6,000;"
-	@echo "                make mutate MODULES=_attention runs one module's mutants and merges the results"
+	@echo "make mutate     mutation testing (mutmut), before a release: runs the mutants of the functions changed since"
+	@echo "                bench/mutation.json, records them there; the listing bench/mutation.md is not committed"
+	@echo "                (MODULES=\"_norms _block\" limits it; MUTATE_ARGS=--dry-run says what would run)"
 	@echo "make hooks      install pre-commit (requirements-hooks.txt) and its git hook: each commit runs ruff --fix,"
 	@echo "                syncs edited notebooks with their text twins and normalises them (.pre-commit-config.yaml)"
 	@echo "make lab        open the notebooks in JupyterLab (options: make lab LAB_OPTS=--allow-root)"
@@ -130,9 +130,14 @@ $(MUTATE_STAMP): $(STAMP) requirements-mutate.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt -c requirements.txt
 	@touch $(MUTATE_STAMP)
 
-# MODULES="_attention _norms" runs only those modules' mutants and merges their results.
+# Runs the mutants of the functions whose code changed since bench/mutation.json recorded them
+# (scripts/mutate.py; mutmut's cache in mutants/ keeps every verdict of a stopped run).
+# MODULES="_attention _norms" limits it to those modules; MUTATE_ARGS passes more options
+# (--dry-run, --survivors after adding tests, --report-only: see scripts/mutate.py).
+MODULES ?=
+MUTATE_ARGS ?=
 mutate: $(MUTATE_STAMP)
-	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2 $(if $(MODULES),--modules $(MODULES))
+	nice -n 19 $(BIN)/python scripts/mutate.py --max-children 2 $(if $(MODULES),--modules $(MODULES)) $(MUTATE_ARGS)
 
 # pre-commit (pinned in requirements-hooks.txt, into .venv) and its git hook; the hooks run
 # .venv's ruff, jupytext and scripts/notebook_header.py (.pre-commit-config.yaml).

@@ -20,6 +20,15 @@ The URIs are relative to the documentation of the numpy minor version pinned in
 requirements.txt (numpy 2.4: https://numpy.org/doc/2.4/, the base set in
 _config.yml), so the links show the documentation of the numpy the book runs.
 
+Why this table, and not numpy's own ``objects.inv`` for the pinned version
+(https://numpy.org/doc/2.4/objects.inv), committed as python-3.11.inv is: that
+file is in nothing the project installs (no Debian package carries numpy's HTML
+documentation, no PyPI package ships its inventory), and the machines this
+repository is maintained on have no network to download it.  Whoever commits
+numpy's file as book/_intersphinx/numpy.inv can delete this script and the four
+``test_numpy_inventory_*`` tests of tests/test_api_docs.py; the other tests of
+that file (the annotations, the API pages) stay.
+
 To regenerate (after adding a name below, or when the pinned numpy changes):
 
     python scripts/numpy_inventory.py --check /path/to/numpy   # a numpy git checkout at the pinned tag
@@ -27,7 +36,7 @@ To regenerate (after adding a name below, or when the pinned numpy changes):
 
 ``--check`` reads the checkout's doc/source and numpy/typing sources and fails
 if a name is not documented on the page given here.  This table was checked
-against numpy's tag v2.4.6.  tests/test_site.py checks the written file.
+against numpy's tag v2.4.6.  tests/test_api_docs.py checks the written file.
 """
 
 import argparse

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from claims_ledger import (  # noqa: E402
+from ledger_checks import (  # noqa: E402
     SOURCE_FILE,
     assert_problems,
     cell_label,
@@ -468,7 +468,7 @@ def test_known_corrections_are_on_the_errata_page(ledger, cid):
 
 def test_a_correction_of_a_source_document_is_listed_under_it(ledger):
     """scaling-purpose rests on the Transformer paper but corrects the lecture notes."""
-    from claims_ledger import errata_source
+    from ledger_checks import errata_source
 
     row = next(c for c in ledger["claims"] if c["id"] == "scaling-purpose")
     assert row["source"] not in ledger["sources"]

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -57,6 +58,8 @@ print("executed", sum(c.cell_type == "code" for c in nb.cells), "code cells")
 def test_downloaded_notebook_runs_in_a_fresh_environment(tmp_path):
     start = time.perf_counter()
     wheel = build_wheel(tmp_path / "dist")
+    # PEP 561: the marker that tells a type checker to read attncore's annotations
+    assert "attncore/py.typed" in zipfile.ZipFile(wheel).namelist(), "pyproject.toml: package-data py.typed"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"

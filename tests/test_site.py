@@ -145,16 +145,16 @@ def test_api_signatures_link_to_numpy(book_build):
 
 
 def test_evidence_page_shows_the_mutation_results(book_build):
-    """The appendix "How strong is the evidence" renders bench/mutation.md: the score, the table of
-    modules, not a code block holding the include directive (a stray
-    code fence left over from an edit once swallowed the whole Results section)."""
+    """The appendix "How strong is the evidence" renders bench/mutation.json (the directive
+    mutation-results): the score, the table of modules, not a code block holding the directive (a
+    stray code fence left over from an edit once swallowed the whole Results section)."""
     import json
     import re
     from pathlib import Path
 
     assert book_build.returncode == 0
     page = (book_build.html / "book" / "appendix" / "evidence_strength.html").read_text()
-    assert "{include}" not in page and "../../bench/mutation.md" not in page
+    assert "{mutation-results}" not in page and "mutation-results" not in page
     results = json.loads((Path(__file__).resolve().parent.parent / "bench" / "mutation.json").read_text())
     assert re.search(r"<strong>Score: [\d.]+%</strong>", page)
     rows = re.findall(r"<td[^>]*><p><code[^>]*><span class=\"pre\">(_\w+)</span></code>", page)
@@ -291,7 +291,7 @@ def links_to_in_article(site: Path, page: str, target: str) -> bool:
 
 def test_built_pages_name_no_source_file(site):
     """Readers never see the file names of the source documents' copies."""
-    from claims_ledger import SOURCE_FILE
+    from ledger_checks import SOURCE_FILE
 
     found = [f"{p.relative_to(site)}: {m.group(0)}" for p in site.rglob("*.html")
              for m in SOURCE_FILE.finditer(p.read_text(encoding="utf-8"))]
@@ -302,7 +302,7 @@ def test_built_errata_page_lists_every_row(site):
     """Every correction of the ledger is on the errata page, linked to its row."""
     import re
 
-    from claims_ledger import errata_rows, errata_source, load_ledger
+    from ledger_checks import errata_rows, errata_source, load_ledger
 
     rows = errata_rows(load_ledger(ROOT))
     text = (site / "book" / "appendix" / "errata.html").read_text(encoding="utf-8")

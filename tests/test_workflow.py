@@ -81,39 +81,6 @@ def test_mutation_runs_collect_only_tests_mutmut_can_import():
     assert needs_scripts <= ignored, f"read scripts/ but are run by make mutate: {sorted(needs_scripts - ignored)}"
 
 
-def _mutate_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("mutate", ROOT / "scripts" / "mutate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_mutation_merge_keeps_earlier_kills_and_never_invents_one():
-    """The published score is merged from several runs (scripts/mutate.py, merge_rerun): after a
-    rerun of survivors, a mutant mutmut did not run keeps its earlier status (killed if the earlier
-    run did not list it), but an unreached mutant of a function changed since (``renewed``) has no
-    earlier status and must count as not run, not as killed."""
-    merge = _mutate_script().merge_rerun
-
-    def s(name, status):
-        return {"mutant": f"attncore._m.x_{name}", "status": status, "file": "attncore/_m.py"}
-
-    prev = {"killed": 3, "timeout": 0}
-    prev_survivors = [s("f__mutmut_4", "survived"), s("f__mutmut_5", "not run")]
-    # rerun: f_4 is now killed; k_1..k_3 (killed earlier), f_5 and the changed g's first mutant not reached
-    fresh = {"total": 7, "killed": 1, "timeout": 0, "not_run": 5, "survived": 1}
-    fresh_survivors = [s(f"k__mutmut_{i}", "not run") for i in (1, 2, 3)] + [
-        s("f__mutmut_5", "not run"), s("g__mutmut_1", "not run"), s("g__mutmut_2", "survived")]
-    m, kept = merge(fresh, fresh_survivors, prev, prev_survivors, {"attncore._m.x_g"})
-    assert (m["killed"], m["not_run"]) == (4, 2)
-    assert [(k["mutant"].split(".x_")[1], k["status"]) for k in kept] == [
-        ("f__mutmut_5", "not run"), ("g__mutmut_1", "not run"), ("g__mutmut_2", "survived")]
-    m, _ = merge(fresh, fresh_survivors, prev, prev_survivors)  # what the renewed set prevents
-    assert m["killed"] == 5
-
-
 def test_pre_commit_hooks_run_the_pinned_tools_from_the_venv():
     """`make hooks`: every hook is local and runs a tool requirements.txt pins (or a script of
     the repository), so a commit needs no download; pre-commit itself is pinned."""
