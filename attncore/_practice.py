@@ -128,10 +128,12 @@ def close(a, b, *, loose: bool = False) -> bool:
             return False
         if a.dtype == bool or b.dtype == bool:
             return bool(np.array_equal(a, b))
-        a, b = as_float(a).astype(np.float64), as_float(b).astype(np.float64)
+        a, b = as_float(a), as_float(b)
     except (TypeError, ValueError):
         return False
-    tol = 1e-3 if loose else tolerance(np.result_type(a.dtype, np.float32))
+    # the tolerance of the less precise of the two (float32: 1e-4), taken before both become float64
+    tol = 1e-3 if loose else max(tolerance(np.result_type(x.dtype, np.float32)) for x in (a, b))
+    a, b = a.astype(np.float64), b.astype(np.float64)
     scale = max(1.0, float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0)))
     return bool(np.allclose(b, a, rtol=tol, atol=tol * scale, equal_nan=loose))
 
