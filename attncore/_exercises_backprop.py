@@ -97,6 +97,12 @@ def _softmax_vjp(x, g, *, rowsum="weighted", factor=True, diagonal=True, shift=T
     return a * inner if factor else inner
 
 
+def _one_row_jacobian(x, g):
+    """g J with J = diag(a) - a a^T built by np.diag and np.outer: right for one row only."""
+    a = _softmax_vjp(x, np.ones_like(x), rowsum="none")  # a * 1 = softmax(x)
+    return g @ (np.diag(a) - np.outer(a, a))
+
+
 SOFTMAX_VJP_MISTAKES = (
     Mistake("no_rowsum_term", "this is a * g, the diagonal of the Jacobian alone: the softmax Jacobian is "
             "diag(a) - a a^T, whose second part gives the row-sum term: dx = a * (g - sum(g * a)). A "
@@ -110,6 +116,9 @@ SOFTMAX_VJP_MISTAKES = (
             lambda x, g: _softmax_vjp(x, g, diagonal=False)),
     Mistake("rowsum_over_all", "the sum(g * a) runs over the whole array; it is one sum per row "
             "(`axis=-1, keepdims=True`).", lambda x, g: _softmax_vjp(x, g, rowsum="all")),
+    Mistake("jacobian_of_one_row", "`np.diag(a)` and `np.outer(a, a)` build the Jacobian of one row (a 1-D "
+            "array); on several rows `np.diag` takes a diagonal and `np.outer` flattens. Use the formula "
+            "a * (g - sum(g * a)) along the last axis, which never builds J.", _one_row_jacobian),
     Mistake("no_max_shift", "the softmax inside is taken without the max shift: exp overflows for logits "
             "like 1000. Subtract the row maximum before `np.exp`.", lambda x, g: _softmax_vjp(x, g, shift=False)),
 )
@@ -175,10 +184,10 @@ def _attention_vjp_cases():
 
 
 def _attention_vjp(q, k, v, g, *, dv_a=False, dk_ds=False, rowsum=True, scale_q=True, scale_k=True, shift=True,
-                   t=_t):
+                   t=_t, scaled=True):
     """(dq, dk, dv) of softmax(q k^T / sqrt(d_k)) v, or a wrong variant of it."""
     s = 1 / math.sqrt(q.shape[-1])
-    scores = q @ t(k) * s  # (..., n, m)
+    scores = q @ t(k) * (s if scaled else 1)  # (..., n, m)
     e = np.exp(scores - scores.max(axis=-1, keepdims=True)) if shift else np.exp(scores)
     a = e / e.sum(axis=-1, keepdims=True)
     dv = (a if dv_a else t(a)) @ g  # (..., m, d_v)
@@ -197,6 +206,9 @@ ATTENTION_VJP_MISTAKES = (
             "dS @ Q (without the transpose) has n rows, not m.", lambda q, k, v, g: _attention_vjp(q, k, v, g, dk_ds=True)),
     Mistake("no_rowsum_term", "dS is A * dA without the softmax's row-sum term: dS = A * (dA - rowsum(dA * A)).",
             lambda q, k, v, g: _attention_vjp(q, k, v, g, rowsum=False)),
+    Mistake("no_scale", "the scores are q k^T / sqrt(d_k): this is the backward pass of attention without the "
+            "scale, in the weights A it recomputes and in dQ and dK.",
+            lambda q, k, v, g: _attention_vjp(q, k, v, g, scaled=False, scale_q=False, scale_k=False)),
     Mistake("missing_scale", "neither dQ nor dK has the factor 1/sqrt(d_k): the scores are s Q K^T, so both "
             "carry s.", lambda q, k, v, g: _attention_vjp(q, k, v, g, scale_q=False, scale_k=False)),
     Mistake("dq_missing_scale", "dQ = s dS K with s = 1/sqrt(d_k): the scale of the scores is missing in dQ.",

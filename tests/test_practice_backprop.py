@@ -122,6 +122,7 @@ WRONG = {
         ("no_max_shift", lambda x, g: (lambda a: a * (g - (a * g).sum(-1, keepdims=True)))(
             np.exp(x) / np.exp(x).sum(-1, keepdims=True))),
         ("dtype_changed", lambda x, g: softmax_vjp_jacobian(x.astype(float), g.astype(float))),
+        ("jacobian_of_one_row", lambda x, g: g @ (np.diag(_softmax(x)) - np.outer(_softmax(x), _softmax(x)))),
     ],
     "linear_vjp": [
         ("dx_uses_w", lambda x, w, g: linear_student(x, w, g, dx_w=True)),
@@ -135,6 +136,7 @@ WRONG = {
         ("no_rowsum_term", lambda q, k, v, g: attention_student(q, k, v, g, rowsum=False)),
         ("dq_missing_scale", lambda q, k, v, g: attention_student(q, k, v, g, scale_dq=False)),
         ("transpose_with_T", lambda q, k, v, g: attention_student(q, k, v, g, transpose=np.transpose)),
+        ("no_scale", lambda q, k, v, g: attention_student(q * math.sqrt(q.shape[-1]), k, v, g, scale_dq=False)),
     ],
     "layer_norm_vjp": [
         ("no_mean_term", lambda x, g: layer_norm_student(x, g, mean_path=False)),
