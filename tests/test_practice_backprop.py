@@ -189,6 +189,14 @@ def test_a_batched_transpose_is_named_from_the_error_it_raises():
     assert "np.swapaxes" in str(result) and "case 3 of 4" in str(result)  # the first batched case
 
 
+def test_an_error_from_another_operation_is_not_blamed_on_a_transpose():
+    def einsum_without_ellipsis(x, w, g):  # raises on the batch case, but not in a matmul
+        return g @ w.T, np.einsum("nd,ne->de", x, g), g.reshape(-1, w.shape[-1]).sum(0)
+
+    result = check("linear_vjp", einsum_without_ellipsis)
+    assert not result and result.mistake is None and "raised ValueError" in str(result)
+
+
 def test_results_in_the_wrong_form_get_a_clear_message():
     gradients = check("attention_vjp", lambda q, k, v, g: [q, k])
     assert not gradients and "(dq, dk, dv) as a tuple" in str(gradients) and "list of 2" in str(gradients)
