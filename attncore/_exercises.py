@@ -934,10 +934,16 @@ def _chapter_5():
     }
 
 
-#: Every exercise, by id, with the chapter it belongs to in :data:`CHAPTERS`.
+def _chapter_6():
+    from attncore._exercises_backprop import chapter_6
+
+    return chapter_6()
+
+
+#: Every exercise, by id, with the chapter it belongs to in :data:`CHAPTERS` (6: the backprop appendix).
 EXERCISE_TABLE: dict[str, Spec] = {}
 CHAPTERS: dict[str, int] = {}
-for _number, _build in enumerate((_chapter_1, _chapter_2, _chapter_3, _chapter_4, _chapter_5), start=1):
+for _number, _build in enumerate((_chapter_1, _chapter_2, _chapter_3, _chapter_4, _chapter_5, _chapter_6), start=1):
     for _name, _spec in _build().items():
         EXERCISE_TABLE[_name] = _spec
         CHAPTERS[_name] = _number

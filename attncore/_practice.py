@@ -128,10 +128,12 @@ def close(a, b, *, loose: bool = False) -> bool:
             return False
         if a.dtype == bool or b.dtype == bool:
             return bool(np.array_equal(a, b))
-        a, b = as_float(a).astype(np.float64), as_float(b).astype(np.float64)
+        a, b = as_float(a), as_float(b)
     except (TypeError, ValueError):
         return False
-    tol = 1e-3 if loose else tolerance(np.result_type(a.dtype, np.float32))
+    # the tolerance of the less precise of the two (float32: 1e-4), taken before both become float64
+    tol = 1e-3 if loose else max(tolerance(np.result_type(x.dtype, np.float32)) for x in (a, b))
+    a, b = a.astype(np.float64), b.astype(np.float64)
     scale = max(1.0, float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0)))
     return bool(np.allclose(b, a, rtol=tol, atol=tol * scale, equal_nan=loose))
 
@@ -220,3 +222,121 @@ def difference(expected, got, kind: str) -> str:
     gap = np.where(np.isnan(gap), np.inf, gap)
     index = tuple(int(i) for i in np.unravel_index(np.argmax(gap), gap.shape))
     return f"the largest difference is at index {index}: expected {show(e[index])}, returned {show(a[index])}."
+
+
+def _parts(value, n):
+    """``value`` as a list of ``n`` arrays (a tuple or list of them, a NamedTuple too), else ``None``."""
+    if not isinstance(value, (tuple, list)) or len(value) != n:
+        return None
+    try:
+        return [np.asarray(v) for v in value]
+    except (TypeError, ValueError):
+        return None
+
+
+def _kind(value) -> str:
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return type(value).__name__ + (f" of shape {value.shape}" if isinstance(value, np.ndarray) else "")
+
+
+@dataclass(frozen=True)
+class GradSpec(Spec):
+    """An exercise whose result is a tuple of arrays, one per name in ``fields`` (``dq, dk, dv``...).
+
+    Each array is compared as in :class:`Spec`; a diagnosis names the field at fault, and a
+    wrong variant matches when every one of its arrays matches the reader's.
+    """
+
+    fields: tuple[str, ...] = ()
+
+    def compare(self, expected: Outcome, got: Outcome, case: Case):
+        if got.error is not None:
+            return super().compare(expected, got, case)
+        parts = _parts(got.value, len(self.fields))
+        if parts is None:
+            return None, (f"return the {len(self.fields)} gradients ({', '.join(self.fields)}) as a tuple; "
+                          f"it returned {_kind(got.value)}.")
+        found = [(name, compare_arrays(e, a, "array")) for name, e, a in zip(self.fields, expected.value, parts)]
+        found = [(name, p) for name, p in found if p is not None]
+        # wrong values first: a right value in the wrong dtype is reported only when nothing else is wrong
+        found.sort(key=lambda item: item[1][0] == "dtype_changed")
+        if found:
+            name, (mistake, why) = found[0]
+            return mistake, f"{name}: {why}"
+        return ("mutates_input", "the gradients are right, but your function changed an input in place "
+                "(for example `g *= a`); write `g = g * a` so the caller's arrays are left alone.") \
+            if got.mutated else None
+
+    def same(self, variant: Outcome, got: Outcome, case: Case) -> bool:
+        """Same arrays; or the same error from the same operation (its message's first word: ``matmul:``)."""
+        if variant.error is not None or got.error is not None:
+            return type(variant.error) is type(got.error) and \
+                str(variant.error).split(" ")[0] == str(got.error).split(" ")[0]
+        a, b = _parts(variant.value, len(self.fields)), _parts(got.value, len(self.fields))
+        return a is not None and b is not None and all(close(x, y, loose=True) for x, y in zip(a, b))
+
+    def show(self, value) -> str:
+        parts = _parts(value, len(self.fields))
+        if parts is None:
+            return show(value)
+        lines = []
+        for name, part in zip(self.fields, parts):
+            first, *rest = show(part).splitlines() or [""]
+            lines += [f"{name} = {first}"] + [" " * (len(name) + 3) + line for line in rest]
+        return "\n".join(lines)
+
+    def detail(self, expected: Outcome, got: Outcome) -> str:
+        parts = _parts(got.value, len(self.fields)) if got.error is None else None
+        if parts is None:
+            return ""
+        right = [name for name, e, a in zip(self.fields, expected.value, parts) if close(e, a)]
+        wrong = [name for name in self.fields if name not in right]
+        return "wrong: " + ", ".join(wrong) + ("; right: " + ", ".join(right) if right else "") + "."
+
+
+def _shapes(value, n):
+    """``value`` as a tuple of ``n`` shapes (tuples of ints), else ``None``."""
+    if not isinstance(value, (tuple, list)) or len(value) != n:
+        return None
+    out = []
+    for shape in value:
+        if not isinstance(shape, (tuple, list)) or not all(
+                isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape):
+            return None
+        out.append(tuple(int(s) for s in shape))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ShapeSpec(Spec):
+    """An exercise whose result is a tuple of shapes, one per name in ``fields``."""
+
+    fields: tuple[str, ...] = ()
+
+    def compare(self, expected: Outcome, got: Outcome, case: Case):
+        if got.error is not None:
+            return super().compare(expected, got, case)
+        shapes = _shapes(got.value, len(self.fields))
+        if shapes is None:
+            return None, (f"return a tuple of {len(self.fields)} shapes ({', '.join(self.fields)}), each a "
+                          f"tuple of ints; it returned {got.value!r:.80}.")
+        for name, e, a in zip(self.fields, _shapes(expected.value, len(self.fields)), shapes):
+            if e != a:
+                return None, f"the shape of {name} is {e}, not {a}."
+        return None
+
+    def same(self, variant: Outcome, got: Outcome, case: Case) -> bool:
+        if variant.error is not None or got.error is not None:
+            return type(variant.error) is type(got.error)
+        a = _shapes(variant.value, len(self.fields))
+        return a is not None and a == _shapes(got.value, len(self.fields))
+
+    def show(self, value) -> str:
+        shapes = _shapes(value, len(self.fields))
+        if shapes is None:
+            return show(value)
+        return ", ".join(f"{name} {shape}" for name, shape in zip(self.fields, shapes))
+
+    def detail(self, expected: Outcome, got: Outcome) -> str:
+        return ""
