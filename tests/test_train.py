@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 import attncore as ac
-from messages import raises_message
 
 
 def least_squares(seed=0, n=40, d=3, e=2):
