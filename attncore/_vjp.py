@@ -24,9 +24,15 @@ unpacks as a tuple, and ``grads.dw_q`` names a field.  A block's parameters
 come back as the structure they went in, a :class:`attncore.BlockParams`
 (``transformer_block_vjp(...).dparams.w_q``).  Each public vjp validates its
 arguments once, recomputes its forward once (multi-head attention: the
-projections and the attention output) and runs it backwards; attention's
-weights are recomputed a block of query rows at a time, in the backward as in
-the forward, so that no ``(..., n, m)`` array exists.
+projections and the attention output) and runs it backwards.
+
+**Memory.** :func:`attention_vjp`, :func:`multi_head_attention_vjp` and
+:func:`transformer_block_vjp` recompute attention's weights a block of query
+rows at a time, in the backward as in the forward, so that no ``(..., n, m)``
+array exists in them.  :func:`attention_bias_vjp` and
+:func:`shaw_attention_vjp` form the whole ``(..., n, m)`` weights (the bias's
+gradient is itself an ``(..., n, m)`` array), and :func:`normalize_vjp` and
+:func:`softmax_vjp` take and return arrays of their input's shape.
 """
 
 from __future__ import annotations
@@ -492,9 +498,12 @@ def attention_vjp(
     backward runs :data:`attncore._attention.BLOCK_ROWS` query rows at a time, as
     :func:`attncore.attention` does: it recomputes the block's weights, adds the
     block's shares to :math:`dK` and :math:`dV`, and no ``(..., n, m)`` array
-    exists at once (the weights and :math:`dS` of one block, about a quarter of
-    one ``n x m`` matrix at ``n = 2048``).  With ``causal=True`` a block skips the
-    keys after its last query.
+    exists at once.  The peak is about ``2 * BLOCK_ROWS * m`` numbers for the
+    weights and :math:`dS` of one block, plus about eight arrays of ``n x d``
+    (the gradients, the scaled queries, the block's shares of :math:`dK` and
+    :math:`dV`): as a share of one ``n x m`` matrix about ``512/n + 8d/m``, a
+    quarter at ``n = m = 4096, d = 64`` but a half at ``n = m = 2048``.  With
+    ``causal=True`` a block skips the keys after its last query.
 
     Examples
     --------
@@ -620,6 +629,8 @@ def attention_bias_vjp(
     As :func:`attention_vjp`, with the middle step :math:`dS` taken from
     :func:`normalize_vjp`: :math:`dB = dS`, :math:`dQ = s\, dS\, K`,
     :math:`dK = s\, dS^{\top} Q`, :math:`dV = W^{\top} G`.
+    Unlike :func:`attention_vjp` it is not blocked: it holds the whole
+    ``(..., n, m)`` weights and :math:`dS`, which is also what ``dbias`` is.
 
     Examples
     --------
@@ -810,9 +821,10 @@ def layer_norm_vjp(
         \qquad d\beta = \textstyle\sum_{\text{tokens}} g .
 
     ``dx`` has mean 0 over the features (a shift of a token changes nothing)
-    and, with ``gamma = None`` and ``eps = 0``, is orthogonal to :math:`\hat x`
-    (a rescaling of the token changes nothing either); with ``eps > 0`` the
-    inner product is :math:`r \langle g, \hat x\rangle\, \epsilon / (\sigma^2 + \epsilon)`.
+    and, with ``eps = 0`` and any ``gamma``, is orthogonal to :math:`\hat x`
+    (a rescaling of the token changes nothing either; ``gamma`` enters only
+    through :math:`h`); with ``eps > 0`` the inner product is
+    :math:`r \langle h, \hat x\rangle\, \epsilon / (\sigma^2 + \epsilon)`.
 
     Examples
     --------
