@@ -13,13 +13,15 @@ export PYTHONHASHSEED := 0
 # 0 would make every page say 1970)
 export SOURCE_DATE_EPOCH := 1767225600
 
-.PHONY: help setup hooks book test check lint pair notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
+.PHONY: help setup hooks book preview test check lint pair notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
 
 help:
 	@echo "make setup      create .venv: every pinned requirement (requirements.txt) and attncore, editable;"
 	@echo "                the targets below set up what they need (PYTHON=python3.11 picks the interpreter)"
 	@echo "make book       set up .venv, build the website in _build/html from the notebooks' stored outputs"
 	@echo "                (make test re-runs them), with attncore's wheel beside the pages"
+	@echo "make preview    serve the book on http://127.0.0.1:8000/ and rebuild what you save (sphinx-autobuild):"
+	@echo "                the page reloads in the browser seconds after an edit (PREVIEW_PORT=8001 picks the port)"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build, site)"
 	@echo "make check      the fast inner loop (under a minute): doctests, unit and property tests on every core,"
 	@echo "                fewer hypothesis examples; no notebooks, no book, no portable run (make test has them)"
@@ -55,6 +57,14 @@ setup: $(STAMP)
 book: $(STAMP)
 	$(BIN)/python scripts/build_book.py
 	$(BIN)/python scripts/build_wheel.py _build/html
+
+# A live preview while writing: the first build takes a few minutes, then every save of a chapter
+# or notebook rebuilds only what changed and the browser reloads (scripts/preview.py writes the
+# Sphinx configuration Jupyter Book 1 derives from _config.yml, which sphinx-autobuild needs).
+# Not strict: `make book` is.
+PREVIEW_PORT ?= 8000
+preview: $(STAMP)
+	$(BIN)/python scripts/preview.py --port $(PREVIEW_PORT)
 
 # One pytest run on every core (pytest-xdist): the doctests, unit and property tests, every
 # notebook under nbval, the strict book build and the browser checks of the site.  Each worker
