@@ -38,7 +38,8 @@ help:
 	@echo "                syncs edited notebooks with their text twins and normalises them (.pre-commit-config.yaml)"
 	@echo "make lab        open the notebooks in JupyterLab (options: make lab LAB_OPTS=--allow-root)"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
-	@echo "make notebook-headers   write every notebook's canonical setup cell and metadata (no execution)"
+	@echo "make notebook-headers   write every notebook's canonical setup cell and metadata, and sync the twins"
+	@echo "                (no execution; the fix the notebook-file tests name)"
 	@echo "make wheel      build attncore's wheel into _build/html (the site publishes it)"
 	@echo "make pdf        the whole course as one PDF: _build/pdf/attention-proved.pdf"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"
@@ -81,9 +82,12 @@ lint: $(STAMP)
 # `formats: ipynb,md:myst` in both files. Edit either one; `jupytext --sync` carries the edit
 # of the newer file to the other (outputs stay in the .ipynb), and the normalisation keeps the
 # .ipynb in JupyterLab's form. tests/test_notebook_files.py fails when the two disagree.
+# First the edit of whichever file is newer reaches the other, then the canonical form (setup
+# cell, kernelspec, no timestamps, major.minor Python version), then the twins follow it.
 pair: $(STAMP)
 	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
 	$(NORMALISE)
+	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
 
 # The default addopts run nbval over the notebooks; the inner loop replaces them, spreads the
 # tests over every core (pytest-xdist) and runs each property over fewer examples (hypothesis
@@ -167,9 +171,9 @@ notebooks: $(STAMP)
 	$(NORMALISE) notebooks/*.ipynb
 	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
 
-# the canonical setup cell and JupyterLab's metadata in every notebook (no execution)
-notebook-headers: $(STAMP)
-	$(BIN)/python scripts/notebook_header.py
+# the canonical setup cell and JupyterLab's metadata in every notebook, each twin following
+# (no execution): the one fix the notebook-file tests name; the same steps as make pair
+notebook-headers: pair
 
 # the whole course as one PDF (single-page HTML printed by Debian's chromium; see scripts/build_pdf.py),
 # then read back as text by tests/test_pdf.py (raw TeX, missing figures, too few pages fail)
