@@ -177,8 +177,11 @@ notebook-headers: pair
 
 # the whole course as one PDF (single-page HTML printed by Debian's chromium; see scripts/build_pdf.py),
 # then read back as text by tests/test_pdf.py (raw TeX, missing figures, too few pages fail)
+# Both steps print what they are doing at least every 20 s (about ten minutes in all when busy).
 pdf: $(STAMP)
-	ATTNCORE_PDF=1 $(BIN)/python -m pytest -o addopts="--strict-markers -ra -p no:cacheprovider" tests/test_pdf.py
+	$(BIN)/python scripts/build_pdf.py
+	@echo "pdf: checking it (tests/test_pdf.py reads every page back as text)"
+	ATTNCORE_PDF=built $(BIN)/python -m pytest -o addopts="--strict-markers -ra -p no:cacheprovider" -v -s tests/test_pdf.py
 	@echo "The PDF is at $(CURDIR)/_build/pdf/attention-proved.pdf"
 
 # attncore's wheel, published next to the website's pages (the notebooks' setup cell installs it)
