@@ -41,6 +41,53 @@ IGNORE_RE = [r"~$", r"\.swp$", r"/\.#", r"/__pycache__/", r"\.ipynb_checkpoints"
              "^" + re.escape(ROOT.as_posix()) + r"/[^/]+$"]
 
 
+# The claims ledger's pages are re-read on every build (their evidence can change without
+# claims.yml changing), and each of the eight reads and checks the whole ledger again
+# (book/_ext/claims_ledger.py): 60 of the 75 s that one edited paragraph cost on a busy
+# 2-core machine. In the preview only (make book is unchanged):
+# - a ledger page is re-read when claims.yml or the page itself is newer than its last
+#   reading, not on every build (an edit to a notebook's evidence shows there after a
+#   restart of the preview, or in make book);
+# - a rebuild is one process reading one state of the files, so it reads and checks the
+#   ledger once, not once per page.
+LEDGER_ONCE = """
+import os
+
+
+def setup(app):
+    def reread_ledger_pages_only_when_changed(app, env, docnames):
+        ledger = os.path.join(app.srcdir, "book", "claims.yml")
+        for doc in sorted(getattr(env, "claims_ledger_docs", ())):
+            tree = os.path.join(app.doctreedir, doc + ".doctree")
+            if doc in docnames and os.path.exists(tree) and os.path.getmtime(tree) > max(
+                    os.path.getmtime(ledger), os.path.getmtime(env.doc2path(doc))):
+                docnames.remove(doc)
+
+    app.connect("env-before-read-docs", reread_ledger_pages_only_when_changed)
+
+try:
+    import claims_ledger as _ledger
+except ImportError:  # the extension was renamed or split: the preview is only slower
+    _ledger = None
+if _ledger is not None and hasattr(_ledger, "load_ledger") and hasattr(_ledger, "ledger_problems"):
+    _read, _check, _memo = _ledger.load_ledger, _ledger.ledger_problems, {}
+
+    def _load_once(root):
+        key = ("load", str(root))
+        if key not in _memo:
+            _memo[key] = _read(root)
+        return _memo[key]
+
+    def _check_once(root, ledger=None, strength=True):
+        key = ("check", str(root), id(ledger), strength)
+        if key not in _memo:
+            _memo[key] = _check(root, ledger, strength)
+        return _memo[key]
+
+    _ledger.load_ledger, _ledger.ledger_problems = _load_once, _check_once
+"""
+
+
 def sphinx_config() -> dict:
     """What Jupyter Book passes to Sphinx for this book (config, toc and local extensions)."""
     import click
@@ -68,6 +115,7 @@ def write_conf() -> Path:
         "import sys",
         f"sys.path[:0] = {paths!r}",
         *(f"{key} = {config[key]!r}" for key in sorted(config)),
+        LEDGER_ONCE,
     ]
     CONF_DIR.mkdir(parents=True, exist_ok=True)
     conf = CONF_DIR / "conf.py"
