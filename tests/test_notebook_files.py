@@ -246,3 +246,19 @@ def test_stored_timings_of_04d_come_from_a_quiet_run():
     exponents = dict(re.findall(r"^(softmax|blocked): time ~ n\^([\d.]+)", printed, re.M))
     assert set(exponents) == {"softmax", "blocked"}, printed
     assert all(1.6 <= float(p) <= 2.4 for p in exponents.values()), exponents
+
+
+def test_an_nbval_diff_labels_the_stored_output_and_this_run():
+    """A failing cell's diff says which side is the notebook file's and which this run's: nbval
+    asks pytest for the diff of ``stored == this run`` (the root conftest answers inside a cell)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    root_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root_conftest)
+    assert root_conftest.pytest_assertrepr_compare(None, "==", "a\nSTORED\nc", "a\nfresh\nc") is None
+    root_conftest._RUNNING_CELL.append(True)  # as while an nbval cell runs
+    lines = root_conftest.pytest_assertrepr_compare(None, "==", "a\nSTORED\nc", "a\nfresh\nc")
+    assert "--- stored in the notebook file" in lines and "+++ this run" in lines
+    assert "-STORED" in lines and "+fresh" in lines
+    assert any("'-' lines" in line and "stored" in line and "'+' lines" in line for line in lines)

@@ -159,3 +159,28 @@ def test_the_version_is_written_once_and_the_citation_and_changelog_follow_it():
     released = re.findall(r"^## (\d+\.\d+\.\d+) - (\d{4}-\d{2}-\d{2})$", changelog, re.M)
     assert released and released[0][0] == attncore.__version__, released[:1]
     assert str(citation["date-released"]) == released[0][1]
+
+
+def test_preview_serves_the_books_own_configuration():
+    """`make preview` (scripts/preview.py) gives sphinx-autobuild the Sphinx configuration that
+    jupyter-book builds with, its paths made absolute (Sphinx reads them against conf.py's folder)."""
+    import json
+
+    conf = subprocess.run([sys.executable, str(ROOT / "scripts" / "preview.py"), "--no-serve"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert conf.returncode == 0, conf.stdout + conf.stderr
+    # read in another process: conf.py puts book/_ext on sys.path and wraps the ledger's loader
+    read = ("import json, runpy; v = runpy.run_path('_build/preview/conf/conf.py'); print(json.dumps("
+            "{k: v[k] for k in ('html_title', 'extensions', 'html_static_path', 'bibtex_bibfiles')}"
+            " | {'setup': callable(v.get('setup'))}))")
+    shown = subprocess.run([sys.executable, "-c", read], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    values = json.loads(shown.stdout.strip().splitlines()[-1])
+    book = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert values["html_title"] == book["title"]
+    assert set(book["sphinx"]["local_extensions"]) <= set(values["extensions"])
+    for path in [*values["html_static_path"], *values["bibtex_bibfiles"]]:
+        assert Path(path).is_absolute() and Path(path).exists(), path
+    assert values["setup"]  # the ledger pages' rule of the preview
+    assert "sphinx-autobuild==" in (ROOT / "requirements.txt").read_text()
+    assert "scripts/preview.py" in (ROOT / "Makefile").read_text()
