@@ -41,7 +41,8 @@ help:
 	@echo "make notebook-headers   write every notebook's canonical setup cell and metadata, and sync the twins"
 	@echo "                (no execution; the fix the notebook-file tests name)"
 	@echo "make wheel      build attncore's wheel into _build/html (the site publishes it)"
-	@echo "make pdf        the whole course as one PDF: _build/pdf/attention-proved.pdf"
+	@echo "make pdf        the whole course as one PDF: _build/pdf/attention-proved.pdf, then checked (about ten"
+	@echo "                minutes; it says what it is doing at least every 20 s)"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"
 	@echo "make clean      remove _build and mutants (keeps .venv)"
 
