@@ -149,10 +149,15 @@ def chapter_titles() -> list[str]:
     return titles
 
 
+def plain(text: str) -> str:
+    """The PDF's text as the sources write it: NFKC undoes the typographic ligatures (the "fi" of
+    "infinite"), and Sphinx's smart quotes (the "’" of "Transformer’s") become ASCII again."""
+    return unicodedata.normalize("NFKC", text).translate(str.maketrans("‘’“”", "''\"\""))
+
+
 def test_pdf_has_contents_and_every_chapter(pdf):
     reader, pages, _ = pdf
-    # NFKC undoes the typographic ligatures (the "fi" of "infinite") of the PDF's text
-    squash = lambda text: re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).lower()  # noqa: E731
+    squash = lambda text: re.sub(r"\s+", " ", plain(text)).lower()  # noqa: E731
     titles = chapter_titles()
     assert len(titles) >= 5, titles
     # the table of contents: one of the first pages lists every chapter and appendix
@@ -180,8 +185,8 @@ def test_pdf_contents_have_a_heading_and_true_page_numbers(pdf):
     an entry whose heading holds math keeps it (the notebook 'divided by sqrt(d_k)')."""
     reader, pages, _ = pdf
 
-    def squash(text):  # NFKC undoes ligatures; a heading wrapped after a hyphen joins again
-        return re.sub(r"-\s+", "-", re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text))).strip().lower()
+    def squash(text):  # a heading wrapped after a hyphen joins again
+        return re.sub(r"-\s+", "-", re.sub(r"\s+", " ", plain(text))).strip().lower()
 
     start = next(i for i, page in enumerate(pages[:4]) if squash(page).startswith("contents"))
     contents = squash(" ".join(pages[start:start + 4]))
