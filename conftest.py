@@ -3,6 +3,7 @@
 The unit tests' fixtures live in tests/conftest.py.
 """
 
+import difflib
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,34 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: Path(str(item.fspath)).name != BOOK_FILE)  # stable: the order within
 
 
+#: The nbval cell being run, while it runs (its output comparison asks pytest for the diff).
+_RUNNING_CELL = []
+
+#: What the diff of a failing cell means, said above it.
+DIFF_LEGEND = ("'-' lines: the output stored in the notebook file; "
+               "'+' lines: the output of this run")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    _RUNNING_CELL.append(_is_nbval_cell(item))
+    try:
+        yield
+    finally:
+        _RUNNING_CELL.pop()
+
+
+def pytest_assertrepr_compare(config, op, left, right):
+    """nbval compares ``stored == this run`` and shows pytest's diff, whose '-' and '+' name
+    neither side; inside a notebook cell the diff is a unified diff with both sides labelled."""
+    if not (_RUNNING_CELL and _RUNNING_CELL[-1] and op == "=="):
+        return None
+    stored, fresh = (v if isinstance(v, str) else repr(v) for v in (left, right))
+    diff = difflib.unified_diff(stored.splitlines(), fresh.splitlines(),
+                                "stored in the notebook file", "this run", lineterm="", n=2)
+    return ["the stored output and this run's output differ", DIFF_LEGEND, *diff]
+
+
 def reader_location(item) -> str:
     """Where the failing cell is, as a reader sees it in JupyterLab, and how to refresh it."""
     path = Path(str(item.fspath))
@@ -59,7 +88,8 @@ def reader_location(item) -> str:
         f"it begins: {first_line[:80]!r}).\n"
         f"If you changed this notebook (or the code it calls) on purpose, refresh its stored outputs "
         f"and commit them:\n    make notebook NB={rel}\n"
-        f"(nbval below counts code cells from 0: its 'Cell {item.cell_num}' is this cell.)"
+        f"(nbval below counts code cells from 0: its 'Cell {item.cell_num}' is this cell; "
+        f"in its diff, {DIFF_LEGEND}.)"
     )
 
 

@@ -22,12 +22,17 @@ destination), the numbers are written into the contents, and the second print is
 the PDF. The notebooks are not executed: the book shows their stored outputs.
 
 If _build/html exists, the PDF is copied there too (the site links to it).
+
+The whole run takes minutes (about ten on a busy 2-core machine): it says which step it is
+on when the step starts and, while a step lasts, every 20 seconds (``Progress``).
 """
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -147,6 +152,30 @@ async () => {
 """
 
 
+HEARTBEAT_S = 20
+
+
+@contextlib.contextmanager
+def step(what: str):
+    """Say that ``what`` starts, then every HEARTBEAT_S seconds that it is still going, then its time."""
+    start = time.perf_counter()
+    done = threading.Event()
+
+    def beat():
+        while not done.wait(HEARTBEAT_S):
+            print(f"pdf: ... still {what} ({time.perf_counter() - start:.0f} s)", flush=True)
+
+    print(f"pdf: {what}", flush=True)
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        print(f"pdf: {what}: done in {time.perf_counter() - start:.0f} s", flush=True)
+
+
 def front_matter() -> str:
     """The title page's HTML: title, edition, authors, licence and address, from the one
     place each is written (_config.yml, attncore.__version__, CHANGELOG.md)."""
@@ -226,8 +255,9 @@ def build_singlehtml() -> Path:
         str(Path(sys.executable).parent / "jupyter-book"), "build", str(ROOT),
         "--builder", "singlehtml", "--path-output", str(OUTPUT), "--config", str(pdf_config()),
     ]
-    proc = subprocess.run(command, cwd=ROOT, env=dict(os.environ, NO_COLOR="1"),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with step("building every page as one HTML page (jupyter-book, singlehtml builder)"):
+        proc = subprocess.run(command, cwd=ROOT, env=dict(os.environ, NO_COLOR="1"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         sys.stdout.write(proc.stdout[-8000:])
         raise SystemExit(f"the single-page build failed (exit code {proc.returncode})")
@@ -252,10 +282,11 @@ def print_pdf(index: Path, target: Path) -> int:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1100, "height": 1400})
-        page.goto(index.as_uri(), wait_until="load", timeout=300_000)
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-                               timeout=120_000)
-        status = page.evaluate(MATHJAX_DONE_JS)
+        with step("opening the page in chromium and typesetting its math (MathJax)"):
+            page.goto(index.as_uri(), wait_until="load", timeout=300_000)
+            page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise",
+                                   timeout=120_000)
+            status = page.evaluate(MATHJAX_DONE_JS)
         if status != "ok":
             raise SystemExit(f"math was not typeset: {status}")
         page.add_style_tag(content=PRINT_CSS)
@@ -271,12 +302,14 @@ def print_pdf(index: Path, target: Path) -> int:
             ),
             margin={"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"},
         )
-        page.pdf(**options)
-        numbers = contents_pages(target, entries)
+        with step("first print, to learn on which page each chapter starts"):
+            page.pdf(**options)
+            numbers = contents_pages(target, entries)
         if len(numbers) != entries or None in numbers or numbers != sorted(numbers):
             raise SystemExit(f"the contents' {entries} links landed on pages {numbers[:10]}...: cannot number them")
         page.evaluate(NUMBER_TOC_JS, numbers)
-        page.pdf(**options)
+        with step(f"second print, with the page numbers in the contents ({entries} entries)"):
+            page.pdf(**options)
         chapters = entries
         browser.close()
     return chapters

@@ -1,6 +1,10 @@
 """Give every notebook the canonical first code cell and the metadata JupyterLab writes.
 
-Usage: python scripts/notebook_header.py [--check] [notebooks/NAME.ipynb ...]
+Usage: make notebook-headers      (every notebook, and its text twin synced)
+       python scripts/notebook_header.py [--check] [notebooks/NAME.ipynb ...]
+
+Any ``python`` will do: outside ``.venv`` (where nbformat is missing) the script runs itself
+again with ``.venv/bin/python``.
 
 A notebook downloaded from the site, or opened on Colab, runs outside this
 repository, where ``attncore`` is not installed.  Its first code cell (the
@@ -22,6 +26,8 @@ What this script does to each notebook (idempotent; re-run it after merging):
 - the kernelspec is the one JupyterLab writes for the ipykernel kernel (so
   opening a notebook does not rewrite it), and per-cell execution timestamps and
   widget state are dropped;
+- the recorded Python version (``language_info.version``) is cut to major.minor
+  (``3.11``): a run under another 3.11.x patch release changes no line of the file;
 - the notebook is paired with its MyST text twin ``notebooks/NAME.md``
   (jupytext ``formats: ipynb,md:myst``), so that either file can be edited and
   ``jupytext --sync`` (``make pair``) carries the edit to the other;
@@ -35,14 +41,33 @@ package version from ``attncore/__init__.py``: both are set in one place only.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
 from pathlib import Path
 
-import nbformat
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_in_the_venv() -> None:
+    """Run as a script by a python without nbformat: start again with .venv's python."""
+    try:
+        import nbformat  # noqa: F401
+        import yaml  # noqa: F401
+    except ModuleNotFoundError as missing:
+        venv = ROOT / ".venv"
+        if (venv / "bin" / "python").is_file() and Path(sys.prefix).resolve() != venv.resolve():
+            os.execv(venv / "bin" / "python", [str(venv / "bin" / "python"), __file__, *sys.argv[1:]])
+        raise SystemExit(f"{missing.name} is not installed: run `make notebook-headers`, which creates "
+                         ".venv with every pinned package and runs this script in it") from None
+
+
+if __name__ == "__main__":
+    _run_in_the_venv()
+
+import nbformat  # noqa: E402
+import yaml  # noqa: E402
+
 SETUP_CELL_ID = "attncore-setup"
 # the pairing of every notebook with its text twin (jupytext), both ways
 FORMATS = "ipynb,md:myst"
@@ -160,6 +185,9 @@ def normalise(nb) -> None:
         else:
             cell.execution_count = None
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    language = nb.metadata.get("language_info", {})
+    if "version" in language:
+        language["version"] = ".".join(str(language["version"]).split(".")[:2])
     nb.metadata.setdefault("jupytext", {})["formats"] = FORMATS
     nb.metadata.pop("widgets", None)
 

