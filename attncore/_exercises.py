@@ -103,10 +103,11 @@ def _attention_cases():
     ]
 
 
-def _attn(q, k, v, mask=None, *, scale=None, axis=-1, shift=True, after=False):
+def _attn(q, k, v, mask=None, *, scale=None, axis=-1, shift=True, after=False, t=None):
     """Attention with one deliberate change (the wrong variants below)."""
     q, k, v = as_float(q), as_float(k), as_float(v)
-    s = q @ np.swapaxes(k, -1, -2) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    kt = np.swapaxes(k, -1, -2) if t is None else t(k)
+    s = q @ kt * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
     if mask is not None and not after:
         s = np.where(mask, s, -np.inf)
     e = _exp_rows(s, axis, shift)
@@ -119,8 +120,12 @@ def _reference_attention(q, k, v, mask=None):
 
 
 ATTENTION_MISTAKES = (
-    Mistake("no_scale", "the scores are not divided by sqrt(d_k): multiply q @ k.T by "
-            "`1 / np.sqrt(q.shape[-1])`.", lambda q, k, v, mask=None: _attn(q, k, v, mask, scale=1.0)),
+    Mistake("no_scale", "the scores are not divided by sqrt(d_k): multiply `q @ np.swapaxes(k, -1, -2)` by "
+            "`1 / math.sqrt(q.shape[-1])` (math.sqrt keeps float32 scores float32).",
+            lambda q, k, v, mask=None: _attn(q, k, v, mask, scale=1.0)),
+    Mistake("transpose_with_T", "`k.T` reverses every axis of k, so on a batch (3 axes or more) it moves the batch "
+            "axis too: transpose the last two axes only, with `np.swapaxes(k, -1, -2)`.",
+            lambda q, k, v, mask=None: _attn(q, k, v, mask, t=np.transpose)),
     Mistake("scale_1_over_d_k", "the scores are divided by d_k instead of sqrt(d_k).",
             lambda q, k, v, mask=None: _attn(q, k, v, mask, scale=1 / q.shape[-1]), claim="attention-worked-example"),
     Mistake("scale_uses_d_v", "the scale uses the value width d_v (v.shape[-1]); it is 1/sqrt(d_k), the width "

@@ -102,9 +102,10 @@ class Spec:
             if got.mutated else None)
 
     def same(self, variant: Outcome, got: Outcome, case: Case) -> bool:
-        """Whether a wrong variant's outcome is the reader's (same error type, or same values)."""
+        """Whether a wrong variant's outcome is the reader's: the same values, or the same error (same type and
+        message: the same operation failing on the same shapes)."""
         if variant.error is not None or got.error is not None:
-            return type(variant.error) is type(got.error)
+            return type(variant.error) is type(got.error) and str(variant.error) == str(got.error)
         if self.values_hook is not None:
             a, b = self.values_hook(variant.value, case), self.values_hook(got.value, case)
             return a is not None and b is not None and close(a, b, loose=True)
@@ -175,7 +176,9 @@ def _compare_dtype(e, a):
     if np.issubdtype(e.dtype, np.floating) and a.dtype != e.dtype:
         return "dtype_changed", (f"the values are right but the dtype is {a.dtype}, expected {e.dtype}: "
                                  "keep the input's floating dtype (float32 in, float32 out); do not convert "
-                                 "with `np.asarray(x, dtype=float)` or `np.float64(...)`.")
+                                 "with `np.asarray(x, dtype=float)` or `np.float64(...)`, and take square roots "
+                                 "of integers with `math.sqrt` (`np.sqrt(4)` is a float64 scalar, which turns "
+                                 "float32 arrays into float64).")
     if np.issubdtype(e.dtype, np.integer) and not np.issubdtype(a.dtype, np.integer):
         return "dtype_changed", f"the values are right but the dtype is {a.dtype}: return integers."
     return None
@@ -269,10 +272,9 @@ class GradSpec(Spec):
             if got.mutated else None
 
     def same(self, variant: Outcome, got: Outcome, case: Case) -> bool:
-        """Same arrays; or the same error from the same operation (its message's first word: ``matmul:``)."""
+        """Same arrays; or the same error (same type and message: the same operation on the same shapes)."""
         if variant.error is not None or got.error is not None:
-            return type(variant.error) is type(got.error) and \
-                str(variant.error).split(" ")[0] == str(got.error).split(" ")[0]
+            return type(variant.error) is type(got.error) and str(variant.error) == str(got.error)
         a, b = _parts(variant.value, len(self.fields)), _parts(got.value, len(self.fields))
         return a is not None and b is not None and all(close(x, y, loose=True) for x, y in zip(a, b))
 

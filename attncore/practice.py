@@ -159,6 +159,7 @@ def _failure(exercise, spec, case, number, total, expected, got, reason):
     detail = spec.detail(expected, got)
     if detail:
         lines.append("  " + detail)
-    lines.append(f"  likely mistake ({mistake}): {why}" if mistake else f"  {why} No known mistake matches this "
-                 "output: compare the expected and returned values.")
+    unknown = ("error: read its message against the input above (an axis or a shape your code assumes?)"
+               if got.error is not None else "output: compare the expected and returned values.")
+    lines.append(f"  likely mistake ({mistake}): {why}" if mistake else f"  {why} No known mistake matches this {unknown}")
     return "\n".join(lines)

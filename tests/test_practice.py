@@ -451,3 +451,26 @@ def test_ledger_variants_behave_as_the_ledger_says():
     np.testing.assert_allclose(variant["l2_weights", "l1_normalised"](np.zeros((1, 4))).sum(), 1.0)  # not sqrt(4)
     grows = [variant["sinusoidal_encoding", "length_dependent"](n, 4)[1] for n in (4, 8)]
     assert not np.allclose(*grows)  # the code of position 1 changes with the length
+
+
+def test_a_batch_transposed_with_T_is_named_in_attention():
+    """`k.T` passes unbatched cases and raises on a batch; the grader names it (found by a student)."""
+    def attention(q, k, v, mask=None):
+        s = q @ k.T / math.sqrt(q.shape[-1])
+        if mask is not None:
+            s = np.where(mask, s, -np.inf)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True) @ v
+    result = practice.check("attention", attention)
+    assert not result and result.mistake == "transpose_with_T"
+
+
+def test_an_error_is_blamed_on_a_variant_only_if_it_is_the_same_error():
+    """A softmax_vjp without keepdims raises a broadcasting error of its own shapes: no variant raises that one."""
+    def softmax_vjp(x, g):
+        a = np.exp(x - x.max(axis=-1, keepdims=True))
+        a = a / a.sum(axis=-1, keepdims=True)
+        return a * (g - (g * a).sum(axis=-1))
+    result = practice.check("softmax_vjp", softmax_vjp)
+    assert not result and result.mistake is None
+    assert "raised" in str(result)
