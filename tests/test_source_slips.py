@@ -1,9 +1,8 @@
 """Evidence for notational slips of the source documents, each read both ways.
 
 Every test computes the reading the course adopts from first principles (a loop, a
-closed form, a count) and compares it with attncore, and shows that the literal
-reading of the slip gives a different answer, so that the correction is not a
-matter of taste.
+closed form, a count), compares it with attncore, and shows that a wrong variant
+(another normaliser, another covariance, another width) gives a different answer.
 """
 
 import math
@@ -18,8 +17,9 @@ from attncore._kernels import exp_limit_features, positive_random_features, tayl
 def test_softmax_normaliser_has_its_own_bound_index():
     """a_ij = exp(q_i.k_j) / sum_l exp(q_i.k_l): a loop with a separate index l matches attncore.
 
-    The literal reading of sum_j e^{q_i.k_j} with j already fixed sums m copies of the same term
-    and gives the uniform weight 1/m, which the softmax weights are not.
+    The post's sum_j uses the free letter j as the bound index too; the bound j shadows the free
+    one, so its value is this softmax, and a letter of its own removes the clash.  A normaliser over
+    the wrong axis (the queries) gives other weights, whose rows do not sum to 1.
     """
     rng = np.random.default_rng(0)
     n, m, d = 5, 7, 4
@@ -31,10 +31,10 @@ def test_softmax_normaliser_has_its_own_bound_index():
             loop[i, j] = math.exp(float(q[i] @ k[j])) / normaliser
     weights = attncore.attention_weights(q, k, scale=1.0)
     np.testing.assert_allclose(weights, loop, rtol=1e-12, atol=0)
-    literal = np.array([[math.exp(float(q[i] @ k[j])) / (m * math.exp(float(q[i] @ k[j])))
-                         for j in range(m)] for i in range(n)])
-    assert np.allclose(literal, 1.0 / m)
-    assert np.max(np.abs(weights - literal)) > 0.05
+    scores = np.exp(q @ k.T)  # (n, m)
+    wrong_axis = scores / scores.sum(axis=0, keepdims=True)
+    assert np.max(np.abs(weights - wrong_axis)) > 0.05
+    assert np.max(np.abs(wrong_axis.sum(axis=1) - 1)) > 0.05
 
 
 @pytest.mark.parametrize("tokens", [1, 3, 8, 21])
