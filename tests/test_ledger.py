@@ -387,7 +387,7 @@ def test_unmarked_correction_is_found_and_corrects_clears_it(ledger, note):
 # corrections the course makes under checked, proved or cited rows: each must stay on the errata page
 CORRECTIONS = {
     "variance-derivation-typo": "index typo in the variance derivation",
-    "ln-parameter-names": "LayerNorm's parameter names",
+    "ln-parameter-names": "the letter D for the variance and the width",
     "scaling-purpose": "the 'local extremum' reason for the scale",
     "sinusoid-motivation-attribution": "the argument credited to the sinusoid's authors",
     "synth-mixture-weights": "the constraint sum(alpha) = 1 called a learnable parameter",
