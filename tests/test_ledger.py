@@ -449,6 +449,10 @@ def test_no_row_whose_note_says_the_source_is_right_is_an_erratum(ledger):
         "The statement is right in its own setting: the post assumes a width-preserving map.",
         "The post's statement is right: it says the rows need not sum to 1.",
         "The notes are right for the attention they define.",
+        "Correct as a layer, but here the scale and the shift carry each other's names.",
+        "The statement holds under the hypothesis its own notation implies.",
+        "Read with the usual scoping the post's value is the right one.",
+        "The words in the same place say which product is meant, so this is a notation convention.",
     ],
 )
 def test_a_row_that_calls_the_source_right_is_not_listed(note):
@@ -456,6 +460,16 @@ def test_a_row_that_calls_the_source_right_is_not_listed(note):
     assert overcorrections({"claims": [listed]}) != []
     assert overcorrections({"claims": [{**GOOD, "note": note}]}) == []
     assert unmarked_corrections({"claims": [{**GOOD, "note": note}]}) == []
+
+
+def test_a_correction_that_calls_the_source_right_is_not_listed():
+    """The words are looked for in the correction itself too, not only in the note."""
+    slip = "The product is written with a tensor symbol; the words beside it make it a notation convention."
+    listed = {**GOOD, "corrects": {"slip": slip, "fix": "The elementwise product."}}
+    assert overcorrections({"claims": [listed]}) != []
+    clash = {**GOOD, "corrects": {"slip": "One letter is both the free and the summation index.",
+                                  "fix": "A letter of its own for the bound index."}}
+    assert overcorrections({"claims": [clash]}) == []
 
 
 def test_an_empirical_reading_is_cited_not_graded_as_expressivity(ledger):

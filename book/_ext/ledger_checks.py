@@ -87,14 +87,23 @@ CORRECTION_WORDS = re.compile(
     r"(?:corrects|beyond) the reach of)\b",
     re.I,
 )
-# Words with which a row's note says that the source is right in its own setting: such a row
+# Words with which a row says that the source is right in its own setting: such a row
 # states where that setting ends and is not an erratum (refuted, qualified or ``corrects:``).
+# Besides "right", the ways of granting it: "correct as a layer", "a notation convention",
+# "the hypothesis its own notation implies", "the post's value is the right one".
 RIGHT_WORDS = re.compile(
     r"\b(right in (?:its|their) own setting|"
-    r"(?:the )?(?:post|notes|document|article|source)(?:'s (?:statement|claim|bound|sentence|words))? "
-    r"(?:is|are) right(?! only)|(?:states?|says?) (?:it|this|so) correctly)\b",
+    r"(?:the )?(?:post|notes|document|article|source)"
+    r"(?:'s (?:statement|claim|bound|sentence|words|value|formula|result|reading))? "
+    r"(?:is|are) right(?! only)|(?:states?|says?) (?:it|this|so) correctly|"
+    r"correct as (?:a|an|written|stated|it stands)|"
+    r"(?:a|an|merely a|only a|just a) (?:notation(?:al)?|naming) convention|"
+    r"(?:its|their) own notation (?:implies|presupposes)|"
+    r"(?:is|are) the right (?:one|ones|value|answer))\b",
     re.I,
 )
+# the fields of a listed row in which such words are looked for
+RIGHT_FIELDS = ("note", "hypothesis", "corrects.slip", "corrects.fix")
 # Words about how the book was made, which have no place in a row a reader sees.
 PROCESS_WORDS = re.compile(
     r"\b(regraded|re-checked|earlier version|an earlier \d+-draw|issue \d+|mirrored|after review|kept as|review pass|"
@@ -536,12 +545,14 @@ def unmarked_corrections(ledger: dict) -> list[str]:
 
 
 def overcorrections(ledger: dict) -> list[str]:
-    """Rows on the errata page whose note or hypothesis says the source is right in its own setting."""
+    """Rows on the errata page whose note, hypothesis or correction says the source is right in its
+    own setting (the fields ``RIGHT_FIELDS``)."""
     found = []
     for entry in errata_rows(ledger):
-        for field in ("note", "hypothesis"):
-            text = entry.get(field)
-            match = RIGHT_WORDS.search(" ".join(text.split())) if isinstance(text, str) else None
+        for field, text in _reader_text(entry):
+            if field not in RIGHT_FIELDS:
+                continue
+            match = RIGHT_WORDS.search(" ".join(text.split()))
             if match:
                 found.append(f"{entry['id']}: its {field} says {match.group(0)!r} but the errata page lists it")
                 break
