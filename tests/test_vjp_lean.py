@@ -193,7 +193,8 @@ def test_a_learning_rate_sweep_includes_diverging_rates():
     for lr in (1.2, 1.5, 10.0):
         t = runs[lr].diverged_at
         assert t is not None and np.isfinite(runs[lr].losses[:t]).all() and not np.isfinite(runs[lr].losses[t:]).any()
-        assert np.isfinite(runs[lr].params[0]).all()
+        loss_at_result = _quadratic(runs[lr].params)[0]  # the parameters of the last finite loss, not the next ones
+        assert np.isfinite(loss_at_result) and loss_at_result == runs[lr].losses[t - 1]
     assert runs[10.0].diverged_at < runs[1.5].diverged_at < runs[1.2].diverged_at  # the faster, the sooner
 
 
@@ -206,6 +207,7 @@ def test_a_non_finite_gradient_during_training_stops_the_run_too():
 
     result = ac.adam(loss_and_grad, [np.zeros(2)], steps=10, lr=0.1)
     assert result.diverged_at == 3 and len(calls) == 4 and np.isfinite(result.params[0]).all()
+    assert np.allclose(result.params[0], -0.2)  # where losses[2], the last finite one, was computed: two steps of lr
     params, losses = result  # unpacks as before
     assert losses.shape == (10,)
 
