@@ -138,6 +138,8 @@ def test_float32_sums_over_262144_tokens_are_right_to_rounding():
     tenth = np.float32(0.1)
     exact = tokens * float(tenth)  # the sum of the float32 numbers, exact in float64
     x, g = np.ones((512, 512, 2), np.float32), np.full((512, 512, 3), tenth, np.float32)
+    naive = g.reshape(-1, 3).sum(axis=0)  # float32 accumulated along the tokens: 26149.6
+    assert np.all(np.abs(naive.astype(np.float64) - exact) > 50)  # what accumulating in float32 would give
     dx, dw, db = ac.linear_vjp(x, np.ones((2, 3), np.float32), g)
     for got in (dw, db):
         assert np.all(np.abs(got.astype(np.float64) - exact) <= np.spacing(np.float32(exact)))
