@@ -582,11 +582,12 @@ def _mha_args(x, weights, num_heads, biases, context, mask, causal):
     if d == 0:
         raise ValueError(f"x must have at least one feature (d >= 1), got shape {x.shape}")
     context = x if context is None else as_float_array(context, "context", ("...", "m", d))
-    h = _num_heads(num_heads, d)
     causal = check_bool(causal, "causal")
-    # Every parameter is checked here, under the caller's name, before linear() sees it.
+    # Every parameter is checked here, under the caller's name, before linear() sees it, and before
+    # num_heads: a width that x and the weights disagree on is their fault, not the number of heads'.
     params = [as_float_array(w, name, (d, d)) for name, w in zip(("w_q", "w_k", "w_v", "w_o"), weights)]
     params += [None if b is None else as_float_array(b, name, (d,)) for name, b in zip(("b_q", "b_k", "b_v", "b_o"), biases)]
+    h = _num_heads(num_heads, d)
     shape = batch_shape(("x", x, 2), ("context", context, 2)) + (x.shape[-2], context.shape[-2])
     if mask is not None:
         mask = check_mask(mask, shape, "the scores (..., n, m)")

@@ -24,8 +24,9 @@ class TrainResult(NamedTuple):
 
     A run whose loss (or a gradient) stops being finite stops there and reports it instead of
     raising, so that a sweep of learning rates can include rates that diverge on purpose:
-    ``losses[t]`` is ``inf`` or NaN from the step that diverged on, ``params`` are those of the
-    last finite loss, and :attr:`diverged_at` is that step (None for a run that did not diverge).
+    ``losses[t]`` is ``inf`` or NaN from the step that diverged on, ``params`` are those at
+    which the last finite loss, ``losses[diverged_at - 1]``, was computed, and :attr:`diverged_at`
+    is that step (None for a run that did not diverge).
     It unpacks as ``params, losses = adam(...)``.
     """
 
@@ -109,8 +110,9 @@ def gradient_descent(
         A NamedTuple ``(params, losses)``: the parameters after ``steps``
         updates and the loss before each update.  A run whose loss or a
         gradient stops being finite stops there, without raising: ``losses``
-        is ``inf`` or NaN from that step on, ``params`` are those of the last
-        finite loss, and ``.diverged_at`` is that step (None otherwise).
+        is ``inf`` or NaN from that step on, ``params`` are those at which the
+        last finite loss, ``losses[diverged_at - 1]``, was computed, and
+        ``.diverged_at`` is that step (None otherwise).
 
     Raises
     ------
@@ -157,10 +159,13 @@ def gradient_descent(
     """
     params, steps, lr = _start(loss_and_grad, params, steps, lr)
     losses = np.full(steps, np.nan)
+    previous = params
     for t in range(steps):
         losses[t], grads = _evaluate(loss_and_grad, params, t)
-        if grads is None:  # diverged: stop, and report it in the losses
+        if grads is None:  # diverged: stop, report it in the losses, return the last finite loss's parameters
+            params = previous
             break
+        previous = params
         with np.errstate(over="ignore", invalid="ignore"):  # a step that overflows shows in the next loss
             params = [p - lr * g for p, g in zip(params, grads)]
     return TrainResult(params, losses)
@@ -233,10 +238,13 @@ def adam(
     eps = check_positive(eps, "eps")
     m, v = [np.zeros_like(p) for p in params], [np.zeros_like(p) for p in params]
     losses = np.full(steps, np.nan)
+    previous = list(params)
     for t in range(1, steps + 1):
         losses[t - 1], grads = _evaluate(loss_and_grad, params, t - 1)
-        if grads is None:  # diverged: stop, and report it in the losses
+        if grads is None:  # diverged: stop, report it in the losses, return the last finite loss's parameters
+            params = previous
             break
+        previous = list(params)  # the update below replaces the list's arrays, it does not modify them
         for i, g in enumerate(grads):  # Adam's step is at most about lr: no overflow
             m[i] = beta1 * m[i] + (1 - beta1) * g
             v[i] = beta2 * v[i] + (1 - beta2) * g * g

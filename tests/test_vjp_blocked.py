@@ -102,3 +102,28 @@ def test_blocked_vjp_never_holds_an_n_by_m_array():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 0.4 * n * n * 4, f"peak {peak / 2**20:.1f} MiB, one n x m float32 matrix is {n * n * 4 / 2**20:.0f} MiB"
+
+
+@pytest.mark.parametrize("n, m", [(64, 64), (40, 64), (64, 40)])
+def test_causal_blocks_skip_the_keys_after_their_last_query(monkeypatch, n, m):
+    """Masked weights are 0, so their dS is 0: a causal block reads only the keys up to its last query
+    (top-left alignment), about half of the n x m scores at n = m, and gets the dense formula's gradients."""
+    monkeypatch.setattr(vjp_module, "BLOCK_ROWS", 8)
+    widths, weights = [], vjp_module._block_weights
+
+    def spy(q, k, mask, bias, rows, keys, first):
+        widths.append((rows.stop - rows.start) * (keys.stop - keys.start))
+        return weights(q, k, mask, bias, rows, keys, first)
+
+    monkeypatch.setattr(vjp_module, "_block_weights", spy)
+    rng = np.random.default_rng(5)
+    q, k, v, g = (rng.standard_normal(s) for s in ((n, 3), (m, 3), (m, 2), (n, 2)))
+    got = ac.attention_vjp(q, k, v, g, causal=True)
+    want = dense_attention_vjp(q, k, v, g, mask=np.tril(np.ones((n, m), bool)))
+    assert all(np.allclose(a, b, rtol=1e-12, atol=1e-13) for a, b in zip(got, want))
+    blocks = range(0, n, 8)  # the scores a causal block needs: its 8 rows times the keys up to its last query
+    assert sum(widths) == sum(8 * min(start + 8, m) for start in blocks)
+    assert sum(widths) < (0.6 if n <= m else 0.8) * n * m  # with n > m the rows past m read every key
+    widths.clear()
+    ac.attention_vjp(q, k, v, g)
+    assert sum(widths) == n * m  # without the mask every block reads every key

@@ -91,6 +91,20 @@ def test_the_vjps_raise_the_forwards_documented_errors_overflow_included(forward
         assert name in str(forward_error.value) and name in str(backward_error.value), (name, str(backward_error.value))
 
 
+@pytest.mark.parametrize("call", [
+    lambda x, w, g: ac.multi_head_attention(x, *[w] * 4, 2),
+    lambda x, w, g: ac.multi_head_attention_vjp(x, *[w] * 4, 2, g),
+    lambda x, w, g: ac.transformer_block(x, ac.BlockParams(*[w] * 4, np.ones((4, 8)), np.ones((8, 4)), *[None] * 10), 2),
+    lambda x, w, g: ac.transformer_block_vjp(x, ac.BlockParams(*[w] * 4, np.ones((4, 8)), np.ones((8, 4)), *[None] * 10), 2, g),
+])
+def test_a_width_that_x_and_the_weights_disagree_on_is_not_blamed_on_num_heads(call):
+    """x of width 5 and weights of width 4: 2 heads divide the weights' width, so num_heads is not at fault."""
+    with pytest.raises(ValueError) as error:
+        call(np.ones((3, 5)), np.eye(4), np.ones((3, 5)))
+    message = str(error.value)
+    assert "num_heads" not in message and "shape (4, " in message and "(5, " in message  # a weight, its shape, x's width
+
+
 def test_multi_head_vjp_blames_x_not_num_heads():
     with pytest.raises(ValueError) as error:
         ac.multi_head_attention_vjp(np.ones(4), *[np.eye(4)] * 4, 2, np.ones((1, 4)))
