@@ -76,6 +76,7 @@ from attncore._positional import (
 from attncore._probe import linear_readout, probe_floor, probe_hidden_states
 from attncore._shaw import shaw_attention, shaw_relative_embeddings
 from attncore._softmax import NORMALIZERS, softmax
+from attncore._stats import mean_interval, t_quantile, wilson_interval
 from attncore._synthesizer import (
     dense_features,
     dense_scores,
@@ -138,6 +139,7 @@ __all__ = [
     "linear_readout",
     "linear_vjp",
     "matmul_flops",
+    "mean_interval",
     "merge_heads",
     "mixture_scores",
     "mixture_weights",
@@ -168,10 +170,12 @@ __all__ = [
     "synthesizer_attention",
     "synthesizer_costs",
     "t5_relative_bucket",
+    "t_quantile",
     "taylor_features",
     "toeplitz",
     "transformer_block",
     "transformer_block_vjp",
     "trig_random_features",
+    "wilson_interval",
 ]
 __version__ = "0.1.0"

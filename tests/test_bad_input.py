@@ -220,6 +220,10 @@ def _valid(name, dt):
                                               placement="branch", mask=np.ones((4, 4), bool)),
         "gradient_descent": lambda: dict(loss_and_grad=_quad, params=[np.zeros(2)], steps=3, lr=0.1),
         "adam": lambda: dict(loss_and_grad=_quad, params=[np.zeros(2)], steps=3, lr=0.1, beta1=0.9, beta2=0.99, eps=1e-8),
+        # the intervals of trained results (attncore/_stats.py)
+        "wilson_interval": lambda: dict(successes=np.array([0, 7, 20]), trials=20, confidence=0.9),
+        "mean_interval": lambda: dict(x=rn(4, 6, dtype=dt), axis=0, confidence=0.9),
+        "t_quantile": lambda: dict(df=4.5, confidence=0.9),
     }
     return table[name]
 
@@ -307,11 +311,16 @@ ROLES = {
     # lr, beta1, beta2 and eps of the trainers are checked in float64 whatever the parameters: hand-written cases below
     "gradient_descent": dict(counts=["steps"]),
     "adam": dict(counts=["steps"]),
+    "wilson_interval": dict(counts=["successes", "trials"], scalars=["confidence"]),
+    "mean_interval": dict(arrays=["x"], scalars=["confidence"]),
+    # df is a real number >= 1 checked in float64 (a huge df is valid): hand-written cases below
+    "t_quantile": dict(),
 }
 #: Counts that may be 0 (the others must be >= 1).
 ZERO_OK = {("sinusoidal_encoding", "n"), ("rope_permutation", "d"), ("taylor_features", "order"), ("taylor_features", "max_entries"),
            ("exp_limit_features", "max_entries"), ("probe_hidden_states", "layers"), ("probe_hidden_states", "shaw_clip")}
 ZERO_OK |= {("shaw_relative_embeddings_vjp", "clip"), ("gradient_descent", "steps"), ("adam", "steps")}
+ZERO_OK |= {("wilson_interval", "successes")}
 
 
 def _generated():
@@ -562,6 +571,26 @@ INVALID = {
              (lambda: ac.adam(_quad, [np.zeros(2)], steps=1, beta2="0.9"), TypeError, ["beta2"]),
              (lambda: ac.adam(_quad, [np.zeros(2)], steps=1, eps=0.0), ValueError, ["eps"]),
              (lambda: ac.adam(_quad, [np.zeros(2)], steps=1, lr=-1.0), ValueError, ["lr"])],
+    "wilson_interval": [(lambda: ac.wilson_interval(21, 20), ValueError, ["successes", "trials", "21", "20"]),
+                        (lambda: ac.wilson_interval(np.array([3, 5]), np.array([4, 4])), ValueError, ["successes", "trials", "(1,)"]),
+                        (lambda: ac.wilson_interval([1, 2], [3, 4, 5]), ValueError, ["successes", "trials", "(2,)", "(3,)"]),
+                        (lambda: ac.wilson_interval(0.75, 20), TypeError, ["successes", "0.75"]),
+                        (lambda: ac.wilson_interval(np.array([15.0, 20.0]), 20), TypeError, ["successes", "float64"]),
+                        (lambda: ac.wilson_interval(3, np.array([4, 0])), ValueError, ["trials", "(1,)"]),
+                        (lambda: ac.wilson_interval(3, 4, confidence=95), ValueError, ["confidence", "95"]),
+                        (lambda: ac.wilson_interval(3, 4, confidence=0.0), ValueError, ["confidence"])],
+    "mean_interval": [(lambda: ac.mean_interval(np.ones((3, 1))), ValueError, ["x", "axis", "(3, 1)"]),
+                      (lambda: ac.mean_interval(np.ones((3, 4)), axis=2), ValueError, ["axis", "x"]),
+                      (lambda: ac.mean_interval(np.ones((3, 4)), axis=1.0), TypeError, ["axis"]),
+                      (lambda: ac.mean_interval(np.array([1e308, -1e308, 1e308])), ValueError, ["x", "float64"]),
+                      (lambda: ac.mean_interval(np.ones(4), confidence=1.0), ValueError, ["confidence"])],
+    "t_quantile": [(lambda: ac.t_quantile(0.5), ValueError, ["df", "0.5"]),
+                   (lambda: ac.t_quantile(True), TypeError, ["df"]),
+                   (lambda: ac.t_quantile("4"), TypeError, ["df"]),
+                   (lambda: ac.t_quantile(np.nan), ValueError, ["df"]),
+                   (lambda: ac.t_quantile(np.inf), ValueError, ["df"]),
+                   (lambda: ac.t_quantile(4, confidence=-0.1), ValueError, ["confidence"]),
+                   (lambda: ac.t_quantile(4, confidence=None), TypeError, ["confidence"])],
 }
 
 
@@ -569,6 +598,7 @@ INVALID = {
 # EDGE: (name, call, reference, dtype of the computation); the reference never calls attncore.
 # --------------------------------------------------------------------------------------
 F16, F32, F64 = np.float16, np.float32, np.float64
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile, as tabulated
 _C = np.array([[300.0, -300.0, 100.0]])
 
 
@@ -847,6 +877,14 @@ EDGE = {
     "gradient_descent": [(lambda: ac.gradient_descent(_quad, [np.zeros(1)], steps=1, lr=0.5)[0][0], lambda: [3.0], F64),
                          (lambda: ac.gradient_descent(_quad, [np.zeros(1)], steps=0, lr=0.5)[1], lambda: np.zeros(0), F64)],
     "adam": [(lambda: ac.adam(_quad, [np.zeros(1)], steps=1, lr=0.1)[0][0], lambda: [0.1 * 6 / (6 + 1e-8)], F64)],
+    # Z95: the published 97.5% quantile of the standard normal; the closed forms at k = 0 and k = n
+    "wilson_interval": [(lambda: list(ac.wilson_interval(np.array([0, 20]), 20)),
+                         lambda: [np.array([0.0, 20 / (20 + Z95**2)]), np.array([Z95**2 / (20 + Z95**2), 1.0])], F64)],
+    # two values: sd = |difference| / sqrt(2), and the t quantile of 1 degree of freedom is tan(pi c / 2) (Cauchy)
+    "mean_interval": [(lambda: list(ac.mean_interval(np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 4.0]]), axis=0)),
+                       lambda: [np.array([0.5, 1.0, 2.0]), np.array([1.0, 2.0, 4.0]) / math.tan(math.pi * 0.025) / 2], F64)],
+    "t_quantile": [(lambda: ac.t_quantile(2, 0.9), lambda: 0.9 * math.sqrt(2 / (1 - 0.81)), F64),
+                   (lambda: ac.t_quantile(1, 0.5), lambda: 1.0, F64)],
 }
 
 
