@@ -46,6 +46,7 @@ extension ``claims_ledger`` renders what it loads.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from pathlib import Path
@@ -146,9 +147,22 @@ def bib_keys(root: Path) -> set[str]:
     return set(parse_file(str(Path(root) / BIBFILE), bib_format="bibtex").entries.keys())
 
 
+@functools.lru_cache(maxsize=256)
+def _read_json(path: Path, stamp: tuple[int, int]) -> dict:
+    """The notebook at ``path`` as parsed JSON; ``stamp`` (mtime, size) makes an edited file a new key.
+    The checks read every notebook many times, and this cache makes them several times faster."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_notebook(path: Path) -> dict:
+    """The notebook at ``path`` as parsed JSON (cached while the file is unchanged; do not modify it)."""
+    stat = Path(path).stat()
+    return _read_json(Path(path).resolve(), (stat.st_mtime_ns, stat.st_size))
+
+
 def notebook_tags(path: Path) -> set[str]:
     """Every cell tag used in the notebook at ``path``."""
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb = read_notebook(path)
     return {tag for cell in nb.get("cells", []) for tag in cell.get("metadata", {}).get("tags", [])}
 
 
@@ -156,7 +170,7 @@ def notebook_tags(path: Path) -> set[str]:
 
 def notebook_cells(path: Path) -> list[dict]:
     """The cells of the notebook at ``path``, each with its source as one string."""
-    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    nb = read_notebook(path)
     cells = []
     for cell in nb.get("cells", []):
         source = cell.get("source", "")
@@ -175,8 +189,9 @@ def python_source(source: str) -> str:
     return "\n".join(lines)
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_cell(source: str) -> ast.Module | None:
-    """The syntax tree of a code cell, or None when it is not Python."""
+    """The syntax tree of a code cell, or None when it is not Python (cached: do not modify it)."""
     try:
         return ast.parse(python_source(source))
     except SyntaxError:
@@ -256,7 +271,8 @@ def assert_problems(source: str) -> list[str]:
     return problems
 
 
-def _sympy_names(tree: ast.AST) -> set[str]:
+@functools.lru_cache(maxsize=4096)  # the trees come from parse_cell's cache: one walk per cell
+def _sympy_names(tree: ast.AST) -> frozenset[str]:
     """Names bound to the sympy module or to things imported from it."""
     names = set()
     for node in ast.walk(tree):
@@ -266,10 +282,11 @@ def _sympy_names(tree: ast.AST) -> set[str]:
                     names.add((alias.asname or alias.name).split(".")[0])
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sympy":
             names.update(alias.asname or alias.name for alias in node.names)
-    return names
+    return frozenset(names)
 
 
-def _integer_symbols(tree: ast.AST) -> tuple[bool, set[str]]:
+@functools.lru_cache(maxsize=4096)  # the trees come from parse_cell's cache: one walk per cell
+def _integer_symbols(tree: ast.AST) -> tuple[bool, frozenset[str]]:
     """Whether the code creates a sympy symbol declared integer, and the names it binds them to."""
     found, names = False, set()
 
@@ -294,7 +311,7 @@ def _integer_symbols(tree: ast.AST) -> tuple[bool, set[str]]:
                 for n in ast.walk(target):
                     if isinstance(n, ast.Name):
                         names.add(n.id)
-    return found, names
+    return found, frozenset(names)
 
 
 def symbolic_problem(cells: list[dict], index: int) -> str | None:
@@ -375,8 +392,15 @@ def strength_problems(root: Path, entry: dict) -> list[str]:
     return problems
 
 
-def pytest_names(path: Path) -> set[str]:
+def pytest_names(path: Path) -> frozenset[str]:
     """Test functions and ``Class::method`` names defined at the top of a test file."""
+    stat = Path(path).stat()
+    return _pytest_names(Path(path).resolve(), (stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _pytest_names(path: Path, stamp: tuple[int, int]) -> frozenset[str]:
+    """:func:`pytest_names` of the file at ``path`` as it is at ``stamp`` (mtime, size)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names = set()
     for node in tree.body:
@@ -388,7 +412,7 @@ def pytest_names(path: Path) -> set[str]:
                 f"{node.name}::{item.name}" for item in node.body
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
             )
-    return names
+    return frozenset(names)
 
 
 def evidence_problem(root: Path, item: str) -> str | None:
