@@ -266,3 +266,20 @@ def test_each_message_entry_adds_up_and_current_rows_hold_the_target():
         if row["state"] == "current" and row["score"] is not None:
             assert row["score"] >= RESULTS["target"], (row["module"], row["score"])
 
+
+def test_a_run_enters_the_message_row_only_when_every_mutant_has_a_verdict():
+    """scripts/mutate.py, record_messages: no row while a mutant lacks a verdict, unless --report-only
+    (partial), which lists it as not run; the row carries the hashes of the functions with message lines."""
+    script = _mutate()
+    names = [f"attncore._permutations.x__check_permutation__mutmut_{i}" for i in (1, 2)]
+    results = {"modules": {"_permutations": {"functions": {}}}, "mutants": []}
+    assert not script.record_messages(results, "_permutations", names, {names[0]: "killed"}, partial=False)
+    assert "messages" not in results["modules"]["_permutations"]
+    assert script.record_messages(results, "_permutations", names, {names[0]: "killed"}, partial=True)
+    entry = results["modules"]["_permutations"]["messages"]
+    assert (entry["killed"], [(m["mutant"], m["status"]) for m in entry["survivors"]]) == (1, [(names[1], "not run")])
+    assert script.record_messages(results, "_permutations", names, dict.fromkeys(names, "timeout"), partial=False)
+    entry = results["modules"]["_permutations"]["messages"]
+    assert (entry["mutants"], entry["killed"], entry["survivors"]) == (2, 2, [])
+    assert entry["functions"] == {"_check_permutation": hashes_by_hand(
+        (ROOT / "attncore" / "_permutations.py").read_text())["_check_permutation"]}
