@@ -22,6 +22,7 @@ Usage::
     python scripts/mutate.py --survivors [MODULE ...]   # after adding tests: rerun the open survivors
     python scripts/mutate.py --not-run [MODULE ...]     # the mutants listed as not run
     python scripts/mutate.py --dry-run              # say what would run, run nothing
+    python scripts/mutate.py --messages [--modules M ...]  # all the mutants of the message lines
     python scripts/mutate.py --report-only          # record what mutants/ holds, write the listing
 
 Every call writes ``bench/mutation.md`` (ignored by git): the summary the evidence
@@ -32,6 +33,12 @@ under its stable key, or open: a gap in the tests, to be closed by a test in
 ``tests/test_strength_<module>.py``.  The score is killed / (mutants - equivalent - not run);
 a mutant whose tests time out counts as killed, as mutmut counts it.
 
+``--messages`` runs, in every function, the mutants whose change lies on lines that only build
+an error message (``message_lines`` in book/_ext/mutation_results.py), and records them per module
+under ``messages`` (``--survivors`` with it reruns their open survivors).  A survivor there that
+rewords the message and keeps every fact the tests check is explained as equivalent; one that
+drops a fact is a gap.
+
 Run it under ``nice`` (the Makefile does): mutmut keeps ``--max-children`` processes busy,
 about 30 mutants a minute on a quiet 2-core machine, and first runs the whole test suite
 once to learn which tests reach which function (a few minutes; cached in mutants/ too).
@@ -41,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import difflib
 import importlib.util
 import json
 import os
@@ -55,7 +63,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 from mutation_results import (  # noqa: E402
-    PACKAGE, RESULTS, changed_functions, function_hashes, function_lines, module_rows, modules, pct, summary,
+    PACKAGE, RESULTS, changed_functions, function_hashes, function_lines, message_functions, message_lines,
+    message_rows, message_summary, module_rows, modules, pct, summary,
 )
 
 REPORT = ROOT / "bench" / "mutation.md"
@@ -63,6 +72,8 @@ EQUIVALENT = ROOT / "bench" / "mutation_equivalent.yml"
 TARGET = 0.95
 KILLED = ("killed", "timeout")
 UNKILLED = ("survived", "no tests")  # "no tests": no test reaches the mutant, a gap like a survivor
+TODAY = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
+DEF = ("def ", "async def ")
 
 
 def machine():
@@ -91,6 +102,33 @@ def mutants_of(module: str) -> dict[str, list[str]]:
     for name in mutate_file_contents(path, (ROOT / path).read_text()).mutant_names:
         by_function.setdefault(function_of(name), []).append(f"{PACKAGE}.{module}.{name}")
     return by_function
+
+
+def message_mutants(module: str, lines: set[int]) -> list[str]:
+    """The module's mutants whose change lies on its message lines (``lines``, from message_lines)."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    path = f"{PACKAGE}/{module}.py"
+    source = (ROOT / path).read_text().splitlines()
+    mutated = mutate_file_contents(path, "\n".join(source) + "\n")
+    code, spans = mutated.code.splitlines(), mutated.line_span_by_function_name
+    def_line = {f: next(i for i in range(a, b + 1) if source[i - 1].lstrip().startswith(DEF))
+                for f, (a, b) in function_lines("\n".join(source)).items()}
+
+    def text(name):  # a generated function from its def line, its name blanked: only the change differs
+        lines = code[spans[name].start - 1:spans[name].end]
+        start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith(DEF))
+        return [ln.replace(name, "") for ln in lines[start:]]
+
+    found = []
+    for name in mutated.mutant_names:
+        original = text(name.partition("__mutmut_")[0] + "__mutmut_orig")
+        ops = difflib.SequenceMatcher(None, original, text(name), autojunk=False).get_opcodes()
+        changed = {def_line[function_of(name)] + i for tag, i1, i2, _, _ in ops if tag != "equal"
+                   for i in (range(i1, i2) if i2 > i1 else (i1 - 1, i1))}  # an insertion: the lines either side
+        if changed and changed <= lines:
+            found.append(f"{PACKAGE}.{module}.{name}")
+    return found
 
 
 def verdicts(module: str) -> dict[str, str]:
@@ -152,7 +190,6 @@ def record(results: dict, module: str, functions: dict[str, list[str]], found: d
     """
     hashes = function_hashes((ROOT / PACKAGE / f"{module}.py").read_text())
     entry = results["modules"].setdefault(module, {"functions": {}})
-    today = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     for func, names in functions.items():
         done = sum(n in found for n in names)
         if func in hashes and done < len(names) and not (partial and done):
@@ -164,9 +201,29 @@ def record(results: dict, module: str, functions: dict[str, list[str]], found: d
             continue
         status = {n: found.get(n, "not run") for n in names}
         entry["functions"][func] = {"hash": hashes[func], "mutants": len(names),
-                                    "killed": sum(s in KILLED for s in status.values()), "measured": today}
+                                    "killed": sum(s in KILLED for s in status.values()), "measured": TODAY}
         results["mutants"] += [listing_entry(n, s if s in UNKILLED else "not run", module)
                                for n, s in status.items() if s not in KILLED]
+
+
+def record_messages(results: dict, module: str, names: list[str], found: dict[str, str], partial: bool) -> bool:
+    """Enter the verdicts of the module's message mutants, if all have one (or some, with ``partial``),
+    under the hashes of the functions that hold its message lines; those not killed are listed."""
+    done = sum(n in found for n in names)
+    if done < len(names) and not (partial and done):
+        return False
+    status = {n: found.get(n, "not run") for n in names}
+    results["modules"].setdefault(module, {"functions": {}})["messages"] = {
+        "functions": message_functions(ROOT)[module], "mutants": len(names),
+        "killed": sum(s in KILLED for s in status.values()), "measured": TODAY,
+        "survivors": [listing_entry(n, s if s in UNKILLED else "not run", module)
+                      for n, s in status.items() if s not in KILLED]}
+    return True
+
+
+def listed(results: dict) -> list[dict]:
+    """Every mutant listed: those of the function rows, then those of the message rows."""
+    return results["mutants"] + [m for e in results["modules"].values() for m in e.get("messages", {}).get("survivors", [])]
 
 
 def rerun(results: dict, names: list[str], found: dict[str, str]):
@@ -185,21 +242,25 @@ def classify(results: dict) -> list[str]:
     """Mark the survivors explained in bench/mutation_equivalent.yml; return the entries that match none."""
     entries = yaml.safe_load(EQUIVALENT.read_text()) or []
     why = {e["mutant"]: str(e["why"]).strip() for e in entries}
-    for m in results["mutants"]:
+    for m in listed(results):
         if m["status"] in ("survived", "equivalent"):
             m.pop("why", None)
             m["status"] = "equivalent" if m["key"] in why else "survived"
             if m["key"] in why:
                 m["why"] = why[m["key"]]
-    keys = {m.get("key") for m in results["mutants"]}
+    keys = {m.get("key") for m in listed(results)}
     return sorted(k for k in set(why) - keys if k.split(".")[0] in results["modules"])
 
 
 def listing(results: dict) -> str:
     """bench/mutation.md: the summary, then every survivor and equivalent mutant with its change."""
-    out = [summary(results, ROOT).rstrip()]
-    for title, status in (("Surviving mutants (gaps in the tests)", "survived"), ("Equivalent mutants", "equivalent")):
-        rows = sorted((m for m in results["mutants"] if m["status"] == status), key=lambda m: (m["file"], m["line"]))
+    out = [summary(results, ROOT).rstrip(), "", "## Message lines", "", message_summary(results, ROOT).rstrip()]
+    messages = listed(results)[len(results["mutants"]):]
+    for title, status, mutants in (("Surviving mutants (gaps in the tests)", "survived", results["mutants"]),
+                                   ("Equivalent mutants", "equivalent", results["mutants"]),
+                                   ("Surviving message mutants", "survived", messages),
+                                   ("Message mutants equivalent or reworded", "equivalent", messages)):
+        rows = sorted((m for m in mutants if m["status"] == status), key=lambda m: (m["file"], m["line"]))
         for i, m in enumerate(rows):
             if i == 0:
                 out += ["", f"## {title}"]
@@ -211,34 +272,26 @@ def listing(results: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--modules", nargs="+", metavar="MODULE", help="only these modules (e.g. _attention)")
-    mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--survivors", action="store_true", help="rerun the open survivors (after adding tests)")
-    mode.add_argument("--not-run", action="store_true", help="run the mutants listed as not run")
-    mode.add_argument("--report-only", action="store_true", help="run nothing; record what mutants/ holds")
-    mode.add_argument("--dry-run", action="store_true", help="say what would run, run nothing")
-    ap.add_argument("--max-children", type=int, default=2)
-    args = ap.parse_args()
-    os.chdir(ROOT)
-    path = ROOT / RESULTS
-    results = json.loads(path.read_text()) if path.exists() else {"modules": {}, "mutants": []}
-    wanted = args.modules or list(modules(ROOT))
-    unknown = sorted(set(wanted) - set(modules(ROOT)))
-    if unknown:
-        sys.exit(f"--modules: no module {unknown} in {PACKAGE}/ (modules: {' '.join(modules(ROOT))})")
-
-    # what to run: plan = {module: {changed function: its mutants}}; ask = the mutants mutmut has no verdict for
-    plan, ask = {}, []
+def choose(args, results: dict, wanted: list[str]):
+    """What to run: ``plan`` {module: {changed function: its mutants}} or, with --messages, ``messages``
+    {module: its message mutants}; ``ask``, the mutants to hand to mutmut."""
+    plan, messages, ask = {}, {}, []
+    lines = message_lines({m: p.read_text() for m, p in modules(ROOT).items()}) if args.messages else {}
     for module in wanted:
         source = (ROOT / PACKAGE / f"{module}.py").read_text()
         changed = changed_functions(results["modules"].get(module), source)
-        if args.survivors or args.not_run:  # listed mutants of unchanged functions, run again whatever mutmut holds
+        if args.messages:
+            messages[module] = message_mutants(module, lines[module])
+            found = verdicts(module)
+            survivors = {m["mutant"] for m in results["modules"].get(module, {}).get("messages", {}).get("survivors", [])
+                         if m["status"] == "survived"}
+            ask += [n for n in messages[module] if (n in survivors if args.survivors else n not in found)]
+            print(f"{module}: {len(messages[module])} mutants on message lines, "
+                  f"{len([n for n in ask if f'.{module}.' in n])} to run")
+        elif args.survivors or args.not_run:  # listed mutants of unchanged functions, run again whatever mutmut holds
             ask += [m["mutant"] for m in results["mutants"] if m["file"] == f"{PACKAGE}/{module}.py"
                     and m["status"] == ("survived" if args.survivors else "not run") and m["function"] not in changed]
-            continue
-        if changed:
+        elif changed:
             by_function = mutants_of(module)
             plan[module] = {f: by_function.get(f, []) for f in changed}
             found = verdicts(module)
@@ -247,32 +300,26 @@ def main():
                   f"({', '.join(changed[:6])}{', ...' if len(changed) > 6 else ''}), "
                   f"{sum(map(len, plan[module].values()))} mutants, {len([n for n in ask if f'.{module}.' in n])} "
                   "without a verdict in mutants/")
-    print(f"mutmut runs {len(ask)} mutants" + ("" if ask or plan else ": the results describe the current code"))
-    if args.dry_run:
-        return
+    print(f"mutmut runs {len(ask)} mutants" + ("" if ask or plan or messages else ": the results describe the current code"))
+    return plan, messages, ask
 
-    minutes = None
-    if ask and not args.report_only:
-        start = time.monotonic()
-        # CI=1: the derandomized hypothesis profile of tests/conftest.py, so that a mutant's verdict
-        # does not depend on which random examples a run happened to draw
-        proc = subprocess.run([str(Path(sys.executable).parent / "mutmut"), "run", "--max-children",
-                               str(args.max_children), *ask], env={**os.environ, "CI": "1"})
-        minutes = (time.monotonic() - start) / 60
-        if proc.returncode:
-            sys.exit(f"mutmut stopped (exit code {proc.returncode}) after {minutes:.1f} minutes; the verdicts it "
-                     "reached are kept in mutants/: the same command continues, --report-only records them as they are")
 
-    for module, functions in plan.items():
-        record(results, module, functions, verdicts(module), partial=args.report_only)
-    if args.survivors or args.not_run:
-        found = {}
-        for module in {Path(m["file"]).stem for m in results["mutants"] if m["mutant"] in ask}:
-            found.update(verdicts(module))
-        rerun(results, ask, found)
-    stale_entries = classify(results)
-    if minutes is not None or "machine" not in results:  # the machine of the last run
-        results.update({"machine": machine(), "max_children": args.max_children})
+def run(ask: list[str], max_children: int) -> float:
+    """Have mutmut run ``ask``; the minutes it took."""
+    start = time.monotonic()
+    # CI=1: the derandomized hypothesis profile of tests/conftest.py, so that a mutant's verdict
+    # does not depend on which random examples a run happened to draw
+    proc = subprocess.run([str(Path(sys.executable).parent / "mutmut"), "run", "--max-children",
+                           str(max_children), *ask], env={**os.environ, "CI": "1"})
+    minutes = (time.monotonic() - start) / 60
+    if proc.returncode:
+        sys.exit(f"mutmut stopped (exit code {proc.returncode}) after {minutes:.1f} minutes; the verdicts it "
+                 "reached are kept in mutants/: the same command continues, --report-only records them as they are")
+    return minutes
+
+
+def write(results: dict, path: Path):
+    """bench/mutation.json, in a fixed order, and the listing bench/mutation.md."""
     results.update({
         "tool": "mutmut", "version": version("mutmut"),
         "tests": "attncore doctests and tests/, except the test modules setup.cfg [mutmut] leaves out "
@@ -288,12 +335,53 @@ def main():
     path.write_text(json.dumps({k: results[k] for k in order}, indent=1, ensure_ascii=False) + "\n")
     REPORT.write_text(listing(results))
 
-    for row in module_rows(results, ROOT):
-        ran = row["module"] in plan
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--modules", nargs="+", metavar="MODULE", help="only these modules (e.g. _attention)")
+    ap.add_argument("--messages", action="store_true", help="the mutants of the message lines, in every function")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--survivors", action="store_true", help="rerun the open survivors (after adding tests)")
+    mode.add_argument("--not-run", action="store_true", help="run the mutants listed as not run")
+    mode.add_argument("--report-only", action="store_true", help="run nothing; record what mutants/ holds")
+    mode.add_argument("--dry-run", action="store_true", help="say what would run, run nothing")
+    ap.add_argument("--max-children", type=int, default=2)
+    args = ap.parse_args()
+    os.chdir(ROOT)
+    path = ROOT / RESULTS
+    results = json.loads(path.read_text()) if path.exists() else {"modules": {}, "mutants": []}
+    wanted = args.modules or list(modules(ROOT))
+    unknown = sorted(set(wanted) - set(modules(ROOT)))
+    if unknown:
+        sys.exit(f"--modules: no module {unknown} in {PACKAGE}/ (modules: {' '.join(modules(ROOT))})")
+    plan, messages, ask = choose(args, results, wanted)
+    if args.dry_run:
+        return
+    minutes = run(ask, args.max_children) if ask and not args.report_only else None
+
+    for module, functions in plan.items():
+        record(results, module, functions, verdicts(module), partial=args.report_only)
+    unfinished = [m for m, names in messages.items()
+                  if not record_messages(results, m, names, verdicts(m), partial=args.report_only or args.survivors)]
+    if (args.survivors or args.not_run) and not args.messages:
+        found = {}
+        for module in {Path(m["file"]).stem for m in results["mutants"] if m["mutant"] in ask}:
+            found.update(verdicts(module))
+        rerun(results, ask, found)
+    stale_entries = classify(results)
+    if (minutes is not None and not args.messages) or "machine" not in results:  # the machine of the function rows
+        results.update({"machine": machine(), "max_children": args.max_children})
+    write(results, path)
+
+    rows = [(r, r["module"], r["module"] in plan) for r in module_rows(results, ROOT)]
+    rows += [(r, f"{r['module']} messages", True) for r in message_rows(results, ROOT) if r["module"] in messages]
+    for row, label, ran in rows:
         verdict = "" if not ran or row["state"] != "current" else (
             "  PASS" if row["score"] is not None and row["score"] >= TARGET else f"  FAIL (target {TARGET:.0%})")
-        print(f"{row['module']:14s} {row['state']:12s} {pct(row.get('score')) if row['state'] == 'current' else '':>7s}"
+        print(f"{label:14s} {row['state']:12s} {pct(row.get('score')) if row['state'] == 'current' else '':>7s}"
               + (f"  {row['not_run']} not run" if row.get("not_run") else "") + verdict)
+    if unfinished:
+        print(f"message mutants without a verdict (not recorded): {' '.join(unfinished)}")
     if minutes is not None:
         print(f"mutmut ran for {minutes:.1f} minutes")
     for key in stale_entries:

@@ -21,7 +21,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from mutation_results import changed_functions, function_hashes, module_rows, modules, summary  # noqa: E402
+from mutation_results import (  # noqa: E402
+    changed_functions, function_hashes, message_functions, message_lines, message_rows, message_summary, module_rows, modules,
+    summary,
+)
 
 RESULTS = json.loads((ROOT / "bench" / "mutation.json").read_text())
 
@@ -168,3 +171,115 @@ def test_a_run_enters_a_function_only_when_all_its_mutants_have_a_verdict():
     r = results()
     script.record(r, "_masks", {name: mutants}, dict.fromkeys(mutants, "killed"), False)
     assert r["modules"]["_masks"]["functions"][name]["killed"] == 3 and not r["mutants"]
+
+
+# ---- the message lines (make mutate MUTATE_ARGS=--messages) ----------------------------
+
+MESSAGES = '''\
+def describe(value):
+    return f"{type(value).__name__} {value!r}"
+
+
+def check(x, name):
+    if x < 0:
+        what = "negative" if x > -10 else "far below zero"
+        raise ValueError(
+            f"{name} must be >= 0, got {describe(x)}: {what}"
+        )
+    limit = 5
+    if x > limit:
+        raise ValueError(f"{name} must be at most {limit}")
+    return describe(x) if x else x
+'''
+
+
+def test_message_lines_are_raises_and_what_only_they_read():
+    """By hand on a small module: the raise statements, an assignment read only by a raise, not a
+    value also read elsewhere (limit), and not a helper also used outside a message (describe)."""
+    lines = message_lines({"m": MESSAGES})["m"]
+    assert lines == {7, 8, 9, 10, 13}
+    alone = MESSAGES.replace("return describe(x) if x else x", "return x")
+    assert message_lines({"m": alone})["m"] == {1, 2, 7, 8, 9, 10, 13}, "describe now serves messages only"
+    assert message_lines({"m": alone, "other": "def f(v):\n    return describe(v)\n"})["m"] == {7, 8, 9, 10, 13}, \
+        "a use in another module of the package counts"
+
+
+def message_results(root: Path, killed: int = 19) -> dict:
+    """Results whose message rows were recorded from the code under ``root`` as it is."""
+    covered = message_functions(root)
+    return {"target": 0.95, "mutants": [], "modules": {m: {"functions": {}, "messages": {
+        "functions": f, "mutants": 20, "killed": killed, "measured": "2026-01-01",
+        "survivors": [{"mutant": f"attncore.{m}.x_f__mutmut_{i}", "status": "survived"} for i in range(20 - killed)]}}
+        for m, f in covered.items() if f}}
+
+
+@pytest.mark.parametrize("edit", ["message", "other line", "new raise", "outside"])
+def test_a_changed_function_makes_its_message_row_stale(tmp_path, edit):
+    """A message row counts the functions that hold the module's message lines: an edit to one of
+    them (to its message or to any other line), or a new function with a raise, makes the row
+    stale; an edit to a function without message lines does not."""
+    (tmp_path / "attncore").mkdir()
+    module = tmp_path / "attncore" / "_permutations.py"
+    source = (ROOT / "attncore" / "_permutations.py").read_text()
+    module.write_text(source)
+    results = message_results(tmp_path)
+    assert table(message_summary(results, tmp_path))["_permutations"][-1] == "95.0%"
+    assert "out of range" in source and "perm = np.asarray(perm)" not in source
+    module.write_text({
+        "message": source.replace("is out of range", "lies outside 0..n-1"),
+        "other line": source.replace("ok = np.zeros(arr.size, dtype=bool)", "ok = np.zeros(arr.size, bool)"),
+        "new raise": source + "\n\ndef _extra(x):\n    raise ValueError(f'x is {x}')\n",
+        "outside": source.replace('r"""The matrix ``P`` with', 'r"""The permutation matrix ``P`` with'),
+    }[edit])
+    assert module.read_text() != source
+    cells = table(message_summary(results, tmp_path))["_permutations"]
+    if edit == "outside":
+        assert cells[-1] == "95.0%", cells
+    else:
+        assert cells[-1] == "stale" and not any(re.search(r"\d", c) for c in cells[2:]), cells
+
+
+def test_the_message_table_says_stale_when_a_recorded_function_changed():
+    """On the committed results: a message row whose recorded functions no longer hash (by the
+    independent route) to what it recorded prints "stale"; a current row prints its score."""
+    rows = table(message_summary(RESULTS, ROOT))
+    for module, entry in RESULTS["modules"].items():
+        if "messages" not in entry:
+            continue
+        now = hashes_by_hand((ROOT / "attncore" / f"{module}.py").read_text())
+        moved = any(now.get(f) != h for f, h in entry["messages"]["functions"].items())
+        if moved:
+            assert rows[module][-1] == "stale", (module, rows[module])
+        elif rows[module][-1] != "stale":
+            assert re.fullmatch(r"\d+\.\d%|–", rows[module][-1]), (module, rows[module])
+
+
+def test_each_message_entry_adds_up_and_current_rows_hold_the_target():
+    """killed + the mutants listed = the message mutants; a current row holds the target among the
+    mutants run, once its equivalent (and reword-only) survivors are set aside."""
+    for module, entry in RESULTS["modules"].items():
+        if "messages" in entry:
+            m = entry["messages"]
+            assert m["killed"] + len(m["survivors"]) == m["mutants"], module
+            assert all(s["status"] in ("survived", "equivalent", "not run") for s in m["survivors"]), module
+    for row in message_rows(RESULTS, ROOT):
+        if row["state"] == "current" and row["score"] is not None:
+            assert row["score"] >= RESULTS["target"], (row["module"], row["score"])
+
+
+def test_a_run_enters_the_message_row_only_when_every_mutant_has_a_verdict():
+    """scripts/mutate.py, record_messages: no row while a mutant lacks a verdict, unless --report-only
+    (partial), which lists it as not run; the row carries the hashes of the functions with message lines."""
+    script = _mutate()
+    names = [f"attncore._permutations.x__check_permutation__mutmut_{i}" for i in (1, 2)]
+    results = {"modules": {"_permutations": {"functions": {}}}, "mutants": []}
+    assert not script.record_messages(results, "_permutations", names, {names[0]: "killed"}, partial=False)
+    assert "messages" not in results["modules"]["_permutations"]
+    assert script.record_messages(results, "_permutations", names, {names[0]: "killed"}, partial=True)
+    entry = results["modules"]["_permutations"]["messages"]
+    assert (entry["killed"], [(m["mutant"], m["status"]) for m in entry["survivors"]]) == (1, [(names[1], "not run")])
+    assert script.record_messages(results, "_permutations", names, dict.fromkeys(names, "timeout"), partial=False)
+    entry = results["modules"]["_permutations"]["messages"]
+    assert (entry["mutants"], entry["killed"], entry["survivors"]) == (2, 2, [])
+    assert entry["functions"] == {"_check_permutation": hashes_by_hand(
+        (ROOT / "attncore" / "_permutations.py").read_text())["_check_permutation"]}

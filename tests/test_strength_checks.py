@@ -71,7 +71,7 @@ import warnings  # noqa: E402
 import pytest  # noqa: E402
 
 from attncore._checks import (  # noqa: E402
-    as_float_array, batch_shape, check_bool, check_broadcastable, check_choice, check_count,
+    as_float_array, batch_shape, check_axis, check_bool, check_broadcastable, check_choice, check_count,
     check_finite, check_fits, check_generator, check_real, check_shape,
 )
 
@@ -200,6 +200,16 @@ def test_check_finite_counts_and_points_at_the_first_bad_entry():
         check_finite(np.array([-np.inf, np.nan, np.inf]), "s", neg_inf=True)
 
 
+def test_check_finite_says_which_values_it_rejects():
+    """Without neg_inf, -inf is listed among the rejected values and not called allowed (masked);
+    with neg_inf, the message says -inf is allowed and means masked."""
+    with raises_message(ValueError, "x", values=["-inf"], says="finite") as info:
+        check_finite(np.array([1.0, np.inf]), "x")
+    assert "allowed" not in str(info.value) and "mask" not in str(info.value)
+    with raises_message(ValueError, "s", values=["-inf"], says=["finite", "masked"]):
+        check_finite(np.array([1.0, np.inf]), "s", neg_inf=True)
+
+
 def test_check_fits_skips_infinities_and_accepts_the_largest_number():
     big32 = float(np.finfo(np.float32).max)
     check_fits(np.array([np.inf, -np.inf, 1.0]), "w", np.float32)  # not finite: not its business
@@ -234,8 +244,9 @@ def test_check_real_kinds_and_limits():
 def test_check_real_in_the_dtype_it_is_used_in():
     # the facts: the value, the dtype it is used in, what it must be there, and that dtype's range
     with raises_message(ValueError, "eps", values=[1e-46, "1.18e-38", "3.4e+38"], dtypes=["float32"],
-                        says="not representable"):
+                        says="not representable") as info:
         check_real(1e-46, "eps", np.float32)
+    assert "reciprocal" not in str(info.value)  # no reciprocal was asked for, so none is demanded
     with raises_message(ValueError, "s", values=[100000.0, "6.1e-05", "6.55e+04"], dtypes=["float16"],
                         says="not representable"):
         check_real(1e5, "s", np.float16)
@@ -295,3 +306,9 @@ def test_check_fits_is_strict_for_long_double_just_above_the_largest_float64():
     with raises_message(ValueError, "w", dtypes=[np.longdouble, "float64"], shapes=[(1,)], says="overflow"):
         check_fits(x, "w", np.float64)
     check_fits(np.array([big]), "w", np.float64)
+
+
+def test_check_axis_states_the_axis_and_the_range_it_must_lie_in():
+    for ndim, axis in ((2, 5), (2, -3), (1, 1)):
+        with raises_message(ValueError, "x", names=["axis"], values=[axis, -ndim, ndim], says="out of range"):
+            check_axis(axis, ndim, "x")

@@ -229,3 +229,10 @@ def test_shaw_attention_vjp_computes_long_double_in_long_double():
     drel_v = ac.shaw_attention_vjp(q, k, v, rel_k, rel_v, g)[4]
     assert drel_v.dtype == np.longdouble
     np.testing.assert_allclose(drel_v.sum(axis=1), g, rtol=0, atol=float(20 * np.finfo(np.longdouble).eps))
+
+
+def test_layer_norm_vjp_overflow_names_x_its_shape_and_a_larger_eps():
+    """A variance so small that the derivative (var + eps)**-1/2 overflows float64: the message
+    names x and its shape, says it overflows, and proposes a larger eps as a remedy."""
+    with raises_message(ValueError, "x", shapes=[(1, 3)], says="overflow", remedy=("pass", "eps")):
+        ac.layer_norm_vjp(np.array([[0.0, 5e-324, 0.0]]), np.ones((1, 3)), eps=0.0)

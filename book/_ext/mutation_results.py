@@ -20,7 +20,13 @@ function's source text, decorators to last line, as written: mutmut's own hash (
 interpreter would call every row stale.  A moved function keeps its hash; an edited
 comment or docstring changes it (the doctests are part of the tests mutmut runs).
 
-In the book, the directive ``mutation-results`` renders the summary (:func:`summary`).
+Beside them, ``make mutate MUTATE_ARGS=--messages`` records per module the mutants of its message
+lines (:func:`message_lines`: the ``raise`` statements and what only they read), with the hashes
+of the functions that hold those lines; such a row is stale when any of them changes.
+
+In the book, the directive ``mutation-results`` renders the summary (:func:`summary`), and
+``mutation-results`` with the argument ``messages`` the table of the message lines
+(:func:`message_summary`).
 """
 
 from __future__ import annotations
@@ -76,6 +82,49 @@ def changed_functions(entry: dict | None, source: str) -> list[str]:
     recorded = {name: f["hash"] for name, f in ((entry or {}).get("functions") or {}).items()}
     now = function_hashes(source)
     return sorted(name for name in set(recorded) | set(now) if recorded.get(name) != now.get(name))
+
+
+def _span(node: ast.AST) -> set[int]:
+    return set(range(node.lineno, node.end_lineno + 1))
+
+
+def message_lines(sources: dict[str, str]) -> dict[str, set[int]]:
+    """The lines of each module that build an error message, from ``{module: source}`` of the package.
+
+    A line builds a message when it lies in a ``raise`` statement; in an assignment inside a function
+    whose names are read only on such lines (``what = ...`` before ``raise ValueError(f"...{what}")``);
+    or in a top-level function every use of which in the package is on such lines (a helper that
+    formats messages, such as ``_checks.describe``).
+    """
+    trees = {m: ast.parse(s) for m, s in sources.items()}
+    lines = {(m, i) for m, t in trees.items() for n in ast.walk(t) if isinstance(n, ast.Raise) for i in _span(n)}
+    reads = {}  # name -> where it is read: (module, line)
+    for m, tree in trees.items():
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                reads.setdefault(n.id, set()).add((m, n.lineno))
+    candidates = []  # (the lines of a definition, where what it defines is read)
+    for m, tree in trees.items():
+        candidates += [({(m, i) for i in _span(f)}, reads[f.name]) for f in tree.body
+                       if isinstance(f, ast.FunctionDef) and f.name in reads]
+        for f in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            local = [n for n in ast.walk(f) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+            candidates += [({(m, i) for i in _span(a)}, {(m, n.lineno) for n in local if n.id in {t.id for t in a.targets}})
+                           for a in ast.walk(f) if isinstance(a, ast.Assign)
+                           and all(isinstance(t, ast.Name) for t in a.targets)]
+    while True:  # a definition read only by message lines is one; repeat until nothing joins
+        new = {line for defined, used in candidates if used and used <= lines for line in defined} - lines
+        if not new:
+            return {m: {i for k, i in lines if k == m} for m in sources}
+        lines |= new
+
+
+def message_functions(root: Path) -> dict[str, dict[str, str]]:
+    """``{module: {function: hash}}`` for the functions that hold message lines (:func:`message_lines`)."""
+    sources = {m: p.read_text() for m, p in modules(root).items()}
+    lines = message_lines(sources)
+    return {m: {f: function_hashes(s)[f] for f, (a, b) in function_lines(s).items() if lines[m] & set(range(a, b + 1))}
+            for m, s in sources.items()}
 
 
 def module_rows(results: dict, root: Path) -> list[dict]:
@@ -152,6 +201,49 @@ def summary(results: dict, root: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def message_rows(results: dict, root: Path) -> list[dict]:
+    """One row per module with message lines or message results: counts, score, state.
+
+    A row is *stale* when the functions holding the module's message lines, or their hashes, are
+    no longer those it recorded (a message edited, added or removed, or its function changed).
+    """
+    covered = message_functions(root)
+    recorded = {m: e["messages"] for m, e in results.get("modules", {}).items() if e.get("messages")}
+    rows = []
+    for name in sorted({m for m, f in covered.items() if f} | set(recorded)):
+        entry = recorded.get(name)
+        if not entry:
+            rows.append({"module": name, "state": "not measured"})
+            continue
+        row = {"module": name, "measured": entry["measured"], "total": entry["mutants"], "killed": entry["killed"],
+               **{s.replace(" ", "_"): sum(m["status"] == s for m in entry["survivors"])
+                  for s in ("survived", "equivalent", "not run")},
+               "state": "current" if entry["functions"] == covered.get(name) else "stale"}
+        run = row["total"] - row["equivalent"] - row["not_run"]
+        rows.append({**row, "score": row["killed"] / run if run else None})
+    return rows
+
+
+def message_summary(results: dict, root: Path) -> str:
+    """The message-line results as a Markdown table, a row per module (:func:`message_rows`)."""
+    rows = message_rows(results, root)
+    current = [r for r in rows if r["state"] == "current"]
+    keys = ("total", "killed", "survived", "equivalent", "not_run")
+    t = {k: sum(r[k] for r in current) for k in keys}
+    run = t["total"] - t["equivalent"] - t["not_run"]
+    out = ["| module | measured | message mutants | killed | survived | equivalent | not run | score |",
+           "| --- | --- |" + " ---: |" * 6]
+    for r in rows:
+        if r["state"] != "current":
+            out.append(f"| `{r['module']}` | {r.get('measured', 'not measured')} |" + " |" * 5
+                       + f" {'stale' if r['state'] == 'stale' else '–'} |")
+        else:
+            out.append(f"| `{r['module']}` | {r['measured']} | " + " | ".join(str(r[k]) for k in keys)
+                       + f" | {pct(r['score'])} |")
+    out.append("| **current** | | " + " | ".join(str(t[k]) for k in keys) + f" | {pct(t['killed'] / run if run else None)} |")
+    return "\n".join(out) + "\n"
+
+
 def today() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
 
@@ -167,6 +259,7 @@ def setup(app):
         """The summary of ``bench/mutation.json`` against the package's current code."""
 
         has_content = False
+        optional_arguments = 1  # "messages": the table of the message lines (message_summary)
 
         def run(self):
             env = self.state.document.settings.env
@@ -174,7 +267,8 @@ def setup(app):
             env.note_dependency(str(root / RESULTS))
             for path in modules(root).values():  # a changed module re-renders its row as stale
                 env.note_dependency(str(path))
-            text = summary(json.loads((root / RESULTS).read_text()), root)
+            render = message_summary if self.arguments == ["messages"] else summary
+            text = render(json.loads((root / RESULTS).read_text()), root)
             box = nodes.container()
             self.state.nested_parse(StringList(text.splitlines()), self.content_offset, box)
             return box.children
