@@ -10,6 +10,7 @@ function, with the standard library's ``math`` only (no scipy at run time).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -198,6 +199,12 @@ def t_quantile(df: float, confidence: float = 0.95) -> float:
     confidence = _check_confidence(confidence)
     if df >= LARGE_DF:
         return _t_quantile_large_df(df, confidence)
+    return _t_quantile_fraction(df, confidence)
+
+
+@functools.lru_cache(maxsize=256)  # a pure function of two floats: trained notebooks ask for the same few often
+def _t_quantile_fraction(df: float, confidence: float) -> float:
+    """:func:`t_quantile` for validated ``df < LARGE_DF``: bisection on the continued fraction."""
     return _two_sided_quantile(lambda t: _t_probabilities(t, df)[0], lambda t: _t_probabilities(t, df)[1], confidence)
 
 
