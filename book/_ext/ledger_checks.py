@@ -553,34 +553,28 @@ def _reader_text(entry: dict) -> list[tuple[str, str]]:
     return [(f, v) for f, v in fields if isinstance(v, str)]
 
 
+def _first_words(entry: dict, words: re.Pattern, fields=None) -> tuple[str, str] | None:
+    """The first ``(field, matched words)`` that ``words`` finds in the entry's reader text (only in
+    ``fields`` when given), or None."""
+    for field, text in _reader_text(entry):
+        match = (fields is None or field in fields) and words.search(" ".join(text.split()))
+        if match:
+            return field, match.group(0)
+    return None
+
+
 def unmarked_corrections(ledger: dict) -> list[str]:
     """Rows whose text describes a slip of the source but that the errata page would not list."""
     listed = {c["id"] for c in errata_rows(ledger)}
-    found = []
-    for entry in ledger["claims"]:
-        if entry["id"] in listed:
-            continue
-        for field, text in _reader_text(entry):
-            match = CORRECTION_WORDS.search(" ".join(text.split()))
-            if match:
-                found.append(f"{entry['id']}: its {field} says {match.group(0)!r} but it has no 'corrects:'")
-                break
-    return found
+    hits = [(e["id"], _first_words(e, CORRECTION_WORDS)) for e in ledger["claims"] if e["id"] not in listed]
+    return [f"{cid}: its {hit[0]} says {hit[1]!r} but it has no 'corrects:'" for cid, hit in hits if hit]
 
 
 def overcorrections(ledger: dict) -> list[str]:
     """Rows on the errata page whose note, hypothesis or correction says the source is right in its
     own setting (the fields ``RIGHT_FIELDS``)."""
-    found = []
-    for entry in errata_rows(ledger):
-        for field, text in _reader_text(entry):
-            if field not in RIGHT_FIELDS:
-                continue
-            match = RIGHT_WORDS.search(" ".join(text.split()))
-            if match:
-                found.append(f"{entry['id']}: its {field} says {match.group(0)!r} but the errata page lists it")
-                break
-    return found
+    hits = [(e["id"], _first_words(e, RIGHT_WORDS, RIGHT_FIELDS)) for e in errata_rows(ledger)]
+    return [f"{cid}: its {hit[0]} says {hit[1]!r} but the errata page lists it" for cid, hit in hits if hit]
 
 
 def reader_text_problems(ledger: dict) -> list[str]:
